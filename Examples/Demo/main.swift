@@ -1,0 +1,4 @@
+import Downloader
+import HTTPTestServer
+
+print("downloader-demo: coming with the examples issue")

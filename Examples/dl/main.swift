@@ -1,0 +1,3 @@
+import Downloader
+
+print("usage: dl [--dir DIR] [--max-active N] [--lifo] [--md5 HEX] [--header 'Name: value']... URL...")

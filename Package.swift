@@ -1,0 +1,29 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "swift-downloader",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "Downloader", targets: ["Downloader"]),
+        .executable(name: "dl", targets: ["dl"]),
+        .executable(name: "downloader-demo", targets: ["downloader-demo"]),
+    ],
+    targets: [
+        .target(name: "Downloader"),
+        .target(
+            name: "HTTPTestServer",
+            dependencies: ["Downloader"],
+            path: "Tests/HTTPTestServer"
+        ),
+        .executableTarget(name: "dl", dependencies: ["Downloader"], path: "Examples/dl"),
+        .executableTarget(
+            name: "downloader-demo",
+            dependencies: ["Downloader", "HTTPTestServer"],
+            path: "Examples/Demo"
+        ),
+        .testTarget(name: "DownloaderTests", dependencies: ["Downloader", "HTTPTestServer"]),
+        .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "Downloader"]),
+    ],
+    swiftLanguageModes: [.v6]
+)
