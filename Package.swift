@@ -14,7 +14,8 @@ let package = Package(
         .target(
             name: "HTTPTestServer",
             dependencies: ["Downloader"],
-            path: "Tests/HTTPTestServer"
+            path: "Tests/HTTPTestServer",
+            exclude: ["README.md"]
         ),
         .executableTarget(name: "dl", dependencies: ["Downloader"], path: "Examples/dl"),
         .executableTarget(

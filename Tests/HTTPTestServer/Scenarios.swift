@@ -1,0 +1,219 @@
+import Downloader
+import Foundation
+
+/// The request as the router sees it.
+struct RequestHead {
+    var method: String
+    var target: String
+    var version: String
+    var headers: [HeaderField]
+
+    func value(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    var keepAlive: Bool {
+        let connection = value("Connection")?.lowercased() ?? ""
+        if version == "HTTP/1.0" { return connection.contains("keep-alive") }
+        return !connection.contains("close")
+    }
+
+    var path: String { String(target.split(separator: "?", maxSplits: 1).first ?? "") }
+
+    /// The query's items, percent-decoded.
+    var query: [String: String] {
+        guard let items = URLComponents(string: "http://h\(target)")?.queryItems else { return [:] }
+        var result = [String: String]()
+        for item in items where result[item.name] == nil { result[item.name] = item.value ?? "" }
+        return result
+    }
+}
+
+/// Per-resource counters the scenarios use ("the first K requests", "changes every K requests").
+struct ResourceCounters {
+    /// Requests of any method so far.
+    var all = 0
+    /// GET requests so far.
+    var gets = 0
+}
+
+/// The routes. Every route is described in the README of this target; the options of `/bytes/NAME` combine.
+enum Router {
+    /// Chooses the response for a request.
+    /// - Parameters:
+    ///   - head: the request.
+    ///   - port: the server's port, for absolute redirect locations.
+    ///   - counters: bumps and returns the counters of the resource before this request.
+    ///   - digest: the (cached) MD5 of some content.
+    static func respond(
+        to head: RequestHead,
+        port: Int,
+        counters: (String) -> ResourceCounters,
+        digest: (TestContent) -> MD5Digest
+    ) -> Response {
+        let components = head.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        let query = head.target.contains("?") ? "?" + head.target.split(separator: "?", maxSplits: 1)[1] : ""
+        guard head.method == "GET" || head.method == "HEAD" else {
+            return .text(405, "method not allowed\n", headers: [("Allow", "GET, HEAD")])
+        }
+        switch components.first {
+        case "bytes" where components.count == 2:
+            return bytes(name: components[1], head: head, counters: counters(head.target), digest: digest)
+        case "status" where components.count == 2:
+            let code = Int(components[1]) ?? 500
+            var headers: [(String, String)] = []
+            if let retryAfter = head.query["retryAfter"] { headers.append(("Retry-After", retryAfter)) }
+            return .text(code, "status \(code)\n", headers: headers)
+        case "redirect" where components.count >= 3:
+            let remaining = Int(components[1]) ?? 0
+            let rest = components.dropFirst(2).joined(separator: "/")
+            let next = remaining <= 0 ? "/\(rest)\(query)" : "/redirect/\(remaining - 1)/\(rest)\(query)"
+            return redirect(to: "http://127.0.0.1:\(port)\(next)", status: Int(head.query["redirectStatus"] ?? "") ?? 302)
+        case "redirect-host" where components.count >= 2:
+            let rest = components.dropFirst().joined(separator: "/")
+            return redirect(to: "http://localhost:\(port)/\(rest)\(query)", status: 302)
+        case "loop" where components.count == 2:
+            let next = ((Int(components[1]) ?? 0) + 1) % 2
+            return redirect(to: "http://127.0.0.1:\(port)/loop/\(next)", status: 302)
+        case "echo":
+            let lines = ["\(head.method) \(head.target) \(head.version)"] + head.headers.map { "\($0.name): \($0.value)" }
+            return .text(200, lines.joined(separator: "\n") + "\n")
+        default:
+            return .text(404, "not found: \(head.path)\n")
+        }
+    }
+
+    private static func redirect(to location: String, status: Int) -> Response {
+        .text(status, "see \(location)\n", headers: [("Location", location)])
+    }
+
+    // MARK: - /bytes/NAME
+
+    private static func bytes(
+        name: String, head: RequestHead, counters: ResourceCounters, digest: (TestContent) -> MD5Digest
+    ) -> Response {
+        let options = head.query
+        func int(_ key: String) -> Int? { options[key].flatMap { Int($0) } }
+        let isGet = head.method == "GET"
+
+        // Status faults: the first `statusCount` requests (any method) get `status`.
+        if let status = int("status"), counters.all < (int("statusCount") ?? Int.max) {
+            var headers: [(String, String)] = []
+            if let seconds = options["retryAfter"] { headers.append(("Retry-After", seconds)) }
+            if let seconds = int("retryAfterDate") {
+                headers.append(("Retry-After", httpDate(Date().addingTimeInterval(Double(seconds)))))
+            }
+            var response = Response.text(status, "status \(status)\n", headers: headers)
+            if !isGet { response.omitBody = true }
+            return response
+        }
+
+        let size = max(0, int("size") ?? 1024)
+        // Changing content: the version goes up every `change` GET requests; HEAD shows what the next GET serves.
+        let version = int("change").map { $0 > 0 ? counters.gets / $0 : 0 } ?? 0
+        let content = TestContent(name: name, size: size, version: version)
+        let honoursRange = options["norange"] == nil
+
+        var headers: [(String, String)] = [("Content-Type", "application/octet-stream")]
+        if honoursRange || options["norange"] == "lie" { headers.append(("Accept-Ranges", "bytes")) }
+        let etag: String? =
+            switch options["etag"] {
+            case "none": nil
+            case "weak": "W/" + content.etag
+            default: content.etag
+            }
+        if let etag { headers.append(("ETag", etag)) }
+        let lastModified = httpDate(content.lastModified)
+        if options["lastModified"] != "none" { headers.append(("Last-Modified", lastModified)) }
+        switch options["md5"] {
+        case "1": headers.append(("Content-MD5", digest(content).base64String))
+        case "bad": headers.append(("Content-MD5", MD5.hash(data: Array("not the content".utf8)).base64String))
+        default: break
+        }
+        if options["digest"] == "1" { headers.append(("Digest", "md5=\(digest(content).base64String)")) }
+        if let filename = options["filename"] {
+            headers.append(("Content-Disposition", "attachment; filename=\"\(filename)\""))
+        }
+        if let disposition = options["disposition"] { headers.append(("Content-Disposition", disposition)) }
+
+        var response: Response
+        let acceptsGzip = head.value("Accept-Encoding")?.lowercased().contains("gzip") ?? false
+        if options["gzip"] == "1" && acceptsGzip {
+            headers.removeAll { $0.0 == "Accept-Ranges" }
+            headers.append(("Content-Encoding", "gzip"))
+            headers.append(("Vary", "Accept-Encoding"))
+            response = Response(status: 200, headers: headers, body: .bytes(Gzip.encode(content.bytes(in: 0..<size))))
+        } else if honoursRange, let rangeHeader = head.value("Range"),
+            ifRangeAllows(head.value("If-Range"), etag: etag, lastModified: lastModified)
+        {
+            switch parseRange(rangeHeader, size: size) {
+            case .satisfiable(let range):
+                var start = range.lowerBound
+                if let shift = int("contentRangeShift") { start += shift }
+                let end = start + range.count - 1
+                headers.append(("Content-Range", "bytes \(start)-\(end)/\(size)"))
+                response = Response(status: 206, headers: headers, body: .content(content, range))
+            case .unsatisfiable:
+                headers.append(("Content-Range", "bytes */\(size)"))
+                response = Response(status: 416, headers: headers)
+            case .ignored:
+                response = Response(status: 200, headers: headers, body: .content(content, 0..<size))
+            }
+        } else {
+            response = Response(status: 200, headers: headers, body: .content(content, 0..<size))
+        }
+
+        if !isGet { response.omitBody = true }
+        if let extra = int("lengthExtra") {
+            response.announcedLength = response.body.count + extra
+            response.closeAfter = true
+        }
+        if isGet, let drop = int("drop"), counters.gets < (int("dropCount") ?? 1) {
+            response.dropAfter = drop
+        }
+        response.bytesPerSecond = int("rate").flatMap { $0 > 0 ? $0 : nil }
+        if let after = int("stallAfter") {
+            response.stall = (after, Double(options["stall"] ?? "") ?? 5)
+        }
+        if options["nospace"] == "1" { response.headerSeparator = ":" }
+        return response
+    }
+
+    /// Whether an `If-Range` condition lets the range through (RFC 9110 §13.1.5: strong ETag or exact date).
+    private static func ifRangeAllows(_ ifRange: String?, etag: String?, lastModified: String) -> Bool {
+        guard let ifRange = ifRange?.trimmingCharacters(in: .whitespaces) else { return true }
+        if ifRange.hasPrefix("\"") { return etag == ifRange }
+        if ifRange.hasPrefix("W/") { return false }
+        return ifRange == lastModified
+    }
+
+    enum RangeOutcome: Equatable {
+        case satisfiable(Range<Int>)
+        case unsatisfiable
+        case ignored
+    }
+
+    /// Parses a single byte range (`a-`, `a-b`, `-n`); anything else is ignored, as RFC 9110 allows.
+    static func parseRange(_ header: String, size: Int) -> RangeOutcome {
+        let value = header.trimmingCharacters(in: .whitespaces)
+        guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return .ignored }
+        let spec = value.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 2 else { return .ignored }
+        if parts[0].isEmpty {
+            guard let suffix = Int(parts[1]), suffix >= 0 else { return .ignored }
+            guard suffix > 0, size > 0 else { return .unsatisfiable }
+            return .satisfiable(max(0, size - suffix)..<size)
+        }
+        guard let first = Int(parts[0]), first >= 0 else { return .ignored }
+        let last: Int
+        if parts[1].isEmpty {
+            last = size - 1
+        } else {
+            guard let value = Int(parts[1]), value >= first else { return .ignored }
+            last = min(value, size - 1)
+        }
+        guard first < size else { return .unsatisfiable }
+        return .satisfiable(first..<(last + 1))
+    }
+}

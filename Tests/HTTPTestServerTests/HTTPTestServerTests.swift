@@ -1,0 +1,305 @@
+import Downloader
+import Foundation
+import Testing
+
+@testable import HTTPTestServer
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Each test gets its own server on a fresh port; `deinit` stops it.
+@Suite("HTTPTestServer")
+final class HTTPTestServerTests {
+    let server: HTTPTestServer
+
+    init() throws {
+        server = try HTTPTestServer()
+    }
+
+    deinit {
+        server.stop()
+    }
+
+    // MARK: - Honest behaviour
+
+    @Test("It serves deterministic bytes whose MD5 the test can compute")
+    func servesDeterministicBytes() async throws {
+        let (response, body) = try await fetch(server.url("/bytes/alpha?size=100000"))
+        let content = TestContent(name: "alpha", size: 100_000)
+        #expect(response.statusCode == 200)
+        #expect(body == content.data)
+        #expect(MD5.hash(data: body) == content.md5)
+        #expect(TestContent(name: "beta", size: 100_000).data != body)
+        #expect(response.value(forHTTPHeaderField: "Accept-Ranges") == "bytes")
+        #expect(response.value(forHTTPHeaderField: "ETag") == content.etag)
+        #expect(response.value(forHTTPHeaderField: "Last-Modified") == "Tue, 14 Nov 2023 22:13:20 GMT")
+    }
+
+    @Test("HEAD sends the headers of GET without a body")
+    func headHasNoBody() throws {
+        let client = try RawHTTPClient(port: server.port)
+        let head = try client.send("HEAD", "/bytes/h?size=5000")
+        #expect(head.status == 200)
+        #expect(head.value(forHeader: "Content-Length") == "5000")
+        #expect(head.value(forHeader: "ETag") == TestContent(name: "h", size: 5000).etag)
+        #expect(head.body.isEmpty)
+        // The same connection still answers: no stray body bytes were sent.
+        let get = try client.send("GET", "/bytes/h?size=10")
+        #expect(get.status == 200 && get.body == TestContent(name: "h", size: 10).bytes(in: 0..<10))
+    }
+
+    @Test("Byte ranges a-, a-b and -n get 206 with Content-Range and exactly those bytes",
+          arguments: [("bytes=1000-", 1000..<5000), ("bytes=10-19", 10..<20), ("bytes=-300", 4700..<5000),
+                      ("bytes=4990-9999", 4990..<5000)])
+    func rangesAreHonoured(header: String, expected: Range<Int>) async throws {
+        let (response, body) = try await fetch(server.url("/bytes/r?size=5000"), headers: ["Range": header])
+        #expect(response.statusCode == 206)
+        #expect(response.value(forHTTPHeaderField: "Content-Range")
+                == "bytes \(expected.lowerBound)-\(expected.upperBound - 1)/5000")
+        #expect(Array(body) == TestContent(name: "r", size: 5000).bytes(in: expected))
+    }
+
+    @Test("A range past the end gets 416 with bytes */total")
+    func unsatisfiableRange() async throws {
+        let (response, _) = try await fetch(server.url("/bytes/r?size=5000"), headers: ["Range": "bytes=5000-"])
+        #expect(response.statusCode == 416)
+        #expect(response.value(forHTTPHeaderField: "Content-Range") == "bytes */5000")
+    }
+
+    @Test("If-Range lets the range through only for the current strong ETag or Last-Modified")
+    func ifRange() async throws {
+        let content = TestContent(name: "ir", size: 3000)
+        let url = server.url("/bytes/ir?size=3000")
+        let cases: [(String, Int)] = [
+            (content.etag, 206), ("\"stale\"", 200), ("W/\(content.etag)", 200),
+            ("Tue, 14 Nov 2023 22:13:20 GMT", 206), ("Tue, 14 Nov 2023 22:13:21 GMT", 200),
+        ]
+        for (validator, status) in cases {
+            let (response, body) = try await fetch(url, headers: ["Range": "bytes=100-", "If-Range": validator])
+            #expect(response.statusCode == status, "If-Range: \(validator)")
+            #expect(body.count == (status == 206 ? 2900 : 3000))
+        }
+    }
+
+    @Test("Content-MD5 and Digest carry the right digest, or a wrong one on request")
+    func digests() async throws {
+        let content = TestContent(name: "m", size: 70000)
+        let (good, _) = try await fetch(server.url("/bytes/m?size=70000&md5=1&digest=1"), method: "HEAD")
+        #expect(good.value(forHTTPHeaderField: "Content-MD5").flatMap(MD5Digest.init(base64:)) == content.md5)
+        #expect(good.value(forHTTPHeaderField: "Digest") == "md5=\(content.md5.base64String)")
+        let (bad, _) = try await fetch(server.url("/bytes/m?size=70000&md5=bad"), method: "HEAD")
+        let badDigest = try #require(bad.value(forHTTPHeaderField: "Content-MD5").flatMap(MD5Digest.init(base64:)))
+        #expect(badDigest != content.md5)
+    }
+
+    @Test("Hostile Content-Disposition names are sent as given", arguments: ["../../x", "/etc/passwd", "a\u{1}b.txt"])
+    func hostileFilenames(name: String) throws {
+        let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let reply = try RawHTTPClient(port: server.port).send("GET", "/bytes/f?size=10&filename=\(encoded)")
+        #expect(reply.value(forHeader: "Content-Disposition") == "attachment; filename=\"\(name)\"")
+    }
+
+    // MARK: - Faults
+
+    @Test("drop closes the connection after N body bytes for the first K requests, then serves honestly")
+    func dropAfterBytes() throws {
+        let target = "/bytes/d?size=100000&drop=16385&dropCount=2"
+        for attempt in 0..<2 {
+            let reply = try RawHTTPClient(port: server.port).send("GET", target)
+            #expect(reply.truncated, "attempt \(attempt)")
+            #expect(reply.body == TestContent(name: "d", size: 100_000).bytes(in: 0..<16385))
+        }
+        let third = try RawHTTPClient(port: server.port).send("GET", target)
+        #expect(!third.truncated && third.body.count == 100_000)
+    }
+
+    @Test("drop=0 closes before the first body byte")
+    func dropBeforeBody() throws {
+        let reply = try RawHTTPClient(port: server.port).send("GET", "/bytes/d0?size=1000&drop=0")
+        #expect(reply.status == 200 && reply.truncated && reply.body.isEmpty)
+    }
+
+    @Test("norange ignores Range and answers 200 with the whole body; norange=lie still claims Accept-Ranges")
+    func rangeIgnored() async throws {
+        let (response, body) = try await fetch(server.url("/bytes/n?size=4000&norange=1"), headers: ["Range": "bytes=100-"])
+        #expect(response.statusCode == 200 && body.count == 4000)
+        #expect(response.value(forHTTPHeaderField: "Accept-Ranges") == nil)
+        let (liar, lieBody) = try await fetch(server.url("/bytes/n?size=4000&norange=lie"), headers: ["Range": "bytes=100-"])
+        #expect(liar.statusCode == 200 && lieBody.count == 4000)
+        #expect(liar.value(forHTTPHeaderField: "Accept-Ranges") == "bytes")
+    }
+
+    @Test("change=1 serves a new version, with new validators, at every GET")
+    func contentChangesBetweenRequests() async throws {
+        let url = server.url("/bytes/c?size=2000&change=1")
+        let (head, _) = try await fetch(url, method: "HEAD")
+        let (first, firstBody) = try await fetch(url)
+        let (second, secondBody) = try await fetch(url)
+        #expect(head.value(forHTTPHeaderField: "ETag") == first.value(forHTTPHeaderField: "ETag"))
+        #expect(firstBody == TestContent(name: "c", size: 2000, version: 0).data)
+        #expect(secondBody == TestContent(name: "c", size: 2000, version: 1).data)
+        #expect(first.value(forHTTPHeaderField: "ETag") != second.value(forHTTPHeaderField: "ETag"))
+        #expect(first.value(forHTTPHeaderField: "Last-Modified") != second.value(forHTTPHeaderField: "Last-Modified"))
+        // A resume with the old validator is refused: the whole new version comes back.
+        let (third, thirdBody) = try await fetch(
+            url, headers: ["Range": "bytes=1000-", "If-Range": first.value(forHTTPHeaderField: "ETag")!])
+        #expect(third.statusCode == 200 && thirdBody == TestContent(name: "c", size: 2000, version: 2).data)
+    }
+
+    @Test("lengthExtra announces more bytes than it sends, then closes")
+    func shortBody() throws {
+        let reply = try RawHTTPClient(port: server.port).send("GET", "/bytes/s?size=3000&lengthExtra=500")
+        #expect(reply.value(forHeader: "Content-Length") == "3500")
+        #expect(reply.truncated && reply.body.count == 3000)
+    }
+
+    @Test("status faults answer the first K requests, with Retry-After, then serve the file")
+    func statusWithRetryAfter() async throws {
+        let url = server.url("/bytes/st?size=100&status=503&statusCount=2&retryAfter=1")
+        for _ in 0..<2 {
+            let (response, _) = try await fetch(url)
+            #expect(response.statusCode == 503)
+            #expect(response.value(forHTTPHeaderField: "Retry-After") == "1")
+        }
+        let (response, body) = try await fetch(url)
+        #expect(response.statusCode == 200 && body.count == 100)
+        let (dated, _) = try await fetch(server.url("/bytes/st2?size=100&status=429&retryAfterDate=30"))
+        #expect(dated.statusCode == 429)
+        #expect(dated.value(forHTTPHeaderField: "Retry-After")?.hasSuffix(" GMT") == true)
+        let (gone, _) = try await fetch(server.url("/status/410"))
+        #expect(gone.statusCode == 410)
+    }
+
+    @Test("A redirect chain of N hops ends at the resource")
+    func redirectChain() async throws {
+        let (response, body) = try await fetch(server.url("/redirect/3/bytes/rc?size=500"))
+        #expect(response.statusCode == 200 && body == TestContent(name: "rc", size: 500).data)
+        #expect(server.requests.map(\.path) == ["/redirect/3/bytes/rc", "/redirect/2/bytes/rc", "/redirect/1/bytes/rc",
+                                                 "/redirect/0/bytes/rc", "/bytes/rc"])
+    }
+
+    @Test("A redirect loop points back and forth forever, and a cross-host redirect names localhost")
+    func redirectLoopAndHostChange() throws {
+        let client = try RawHTTPClient(port: server.port)
+        #expect(try client.send("GET", "/loop/0").value(forHeader: "Location") == "\(server.baseURL)/loop/1")
+        #expect(try client.send("GET", "/loop/1").value(forHeader: "Location") == "\(server.baseURL)/loop/0")
+        let hop = try client.send("GET", "/redirect-host/bytes/x?size=5")
+        #expect(hop.status == 302)
+        #expect(hop.value(forHeader: "Location") == "http://localhost:\(server.port)/bytes/x?size=5")
+    }
+
+    @Test("rate throttles the body and stall pauses it mid-way")
+    func throttleAndStall() throws {
+        let start = Date()
+        let reply = try RawHTTPClient(port: server.port).send("GET", "/bytes/t?size=20000&rate=100000")
+        #expect(reply.body.count == 20000)
+        #expect(Date().timeIntervalSince(start) >= 0.15)  // 20 000 B at 100 000 B/s is at least 0.2 s
+
+        let stallStart = Date()
+        let stalled = try RawHTTPClient(port: server.port).send("GET", "/bytes/t2?size=3000&stallAfter=1000&stall=0.5")
+        #expect(stalled.body == TestContent(name: "t2", size: 3000).bytes(in: 0..<3000))
+        #expect(Date().timeIntervalSince(stallStart) >= 0.45)
+    }
+
+    @Test("gzip=1 compresses only for a client that asks; URLSession decodes it back")
+    func gzipWhenAsked() async throws {
+        let raw = try RawHTTPClient(port: server.port).send("GET", "/bytes/g?size=100000&gzip=1", headers: ["Accept-Encoding": "gzip"])
+        #expect(raw.value(forHeader: "Content-Encoding") == "gzip")
+        #expect(raw.body.prefix(2) == [0x1f, 0x8b])
+        let identity = try RawHTTPClient(port: server.port).send("GET", "/bytes/g?size=100000&gzip=1", headers: ["Accept-Encoding": "identity"])
+        #expect(identity.value(forHeader: "Content-Encoding") == nil && identity.body.count == 100_000)
+        // libcurl asks for gzip by itself and decodes the answer.
+        let (response, body) = try await fetch(server.url("/bytes/g?size=100000&gzip=1"))
+        #expect(response.statusCode == 200 && body == TestContent(name: "g", size: 100_000).data)
+        #expect(server.requests.last?.value(forHeader: "Accept-Encoding")?.contains("gzip") == true)
+    }
+
+    @Test("nospace writes headers without a space after the colon")
+    func headerWithoutSpace() throws {
+        let reply = try RawHTTPClient(port: server.port).send("GET", "/bytes/ns?size=10&nospace=1")
+        #expect(reply.rawHeaderLines.contains("Content-Length:10"))
+        #expect(reply.body.count == 10)
+    }
+
+    @Test("A Content-Range that disagrees with the request is sent when asked")
+    func disagreeingContentRange() throws {
+        let reply = try RawHTTPClient(port: server.port).send(
+            "GET", "/bytes/cr?size=1000&contentRangeShift=7", headers: ["Range": "bytes=100-"])
+        #expect(reply.status == 206 && reply.value(forHeader: "Content-Range") == "bytes 107-1006/1000")
+    }
+
+    // MARK: - Observation
+
+    @Test("Keep-alive requests share a connection and the log keeps their order and Range headers")
+    func keepAliveAndLog() throws {
+        let client = try RawHTTPClient(port: server.port)
+        _ = try client.send("GET", "/bytes/k?size=10")
+        _ = try client.send("GET", "/bytes/k?size=10", headers: ["Range": "bytes=5-"])
+        let log = server.requests
+        #expect(log.count == 2 && log[0].connectionID == log[1].connectionID)
+        #expect(log.map(\.index) == [0, 1])
+        #expect(log[1].range == "bytes=5-" && log[1].rangeStart == 5)
+    }
+
+    @Test("Peak concurrency counts requests answered at once, and waitUntil wakes on the event")
+    func peakConcurrency() async throws {
+        let port = server.port
+        let clients = 5
+        await withTaskGroup(of: Void.self) { group in
+            for i in 0..<clients {
+                group.addTask {
+                    let reply = await RawHTTPClient.onThread {
+                        try? RawHTTPClient(port: port).send("GET", "/bytes/p\(i)?size=30000&rate=60000")
+                    }
+                    #expect(reply?.body.count == 30000)
+                }
+            }
+            let allActive = await server.waitUntil(timeout: .seconds(20)) { $0.activeRequests == clients }
+            #expect(allActive)
+        }
+        // The clients can read the last bytes before the server thread counts them: wait for the count.
+        #expect(await server.waitUntil { $0.bodyBytesSent == Int64(clients * 30000) && $0.activeRequests == 0 })
+        let statistics = server.statistics
+        #expect(statistics.peakActiveRequests == clients)
+        #expect(statistics.peakConnections >= clients)
+        #expect(statistics.bodyBytesSent == Int64(clients * 30000))
+        #expect(await server.waitUntil(timeout: .milliseconds(200)) { $0.requests.count > 100 } == false)
+    }
+
+    @Test("stop ends a stalled response at once and refuses new connections")
+    func stopInterruptsStall() async throws {
+        let port = server.port
+        let reader = Task {
+            await RawHTTPClient.onThread {
+                try? RawHTTPClient(port: port).send("GET", "/bytes/z?size=2000&stallAfter=10&stall=60")
+            }
+        }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 10 })
+        let start = Date()
+        server.stop()
+        #expect(Date().timeIntervalSince(start) < 5)
+        let reply = await reader.value
+        #expect(reply?.truncated == true)
+        #expect(throws: RawHTTPClient.Failure.self) { try RawHTTPClient(port: port) }
+    }
+
+    // MARK: - Parsing
+
+    @Test("The range parser follows RFC 9110 for single ranges")
+    func rangeParser() {
+        #expect(Router.parseRange("bytes=0-", size: 10) == .satisfiable(0..<10))
+        #expect(Router.parseRange("bytes=-3", size: 10) == .satisfiable(7..<10))
+        #expect(Router.parseRange("bytes=-30", size: 10) == .satisfiable(0..<10))
+        #expect(Router.parseRange("bytes=10-", size: 10) == .unsatisfiable)
+        #expect(Router.parseRange("bytes=-0", size: 10) == .unsatisfiable)
+        #expect(Router.parseRange("bytes=5-2", size: 10) == .ignored)
+        #expect(Router.parseRange("bytes=0-1,3-4", size: 10) == .ignored)
+        #expect(Router.parseRange("items=0-1", size: 10) == .ignored)
+    }
+
+    @Test("The gzip encoder's CRC-32 matches the standard check value")
+    func crc32CheckValue() {
+        #expect(Gzip.crc32(Array("123456789".utf8)) == 0xcbf4_3926)
+    }
+}
