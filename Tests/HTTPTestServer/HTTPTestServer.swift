@@ -244,7 +244,13 @@ public final class HTTPTestServer: Sendable {
                         return before
                     }
                 },
-                digest: digest(of:))
+                digest: digest(of:),
+                fireDrop: { key in
+                    self.state.withLock { state in
+                        defer { state.counters[key, default: ResourceCounters()].drops += 1 }
+                        return state.counters[key, default: ResourceCounters()].drops
+                    }
+                })
             let keepOpen = write(response, to: fd) && head.keepAlive && !response.closeAfter
             update { $0.statistics.activeRequests -= 1 }
             if !keepOpen || isStopping { return }

@@ -35,6 +35,8 @@ struct ResourceCounters {
     var all = 0
     /// GET requests so far.
     var gets = 0
+    /// `dropAt` faults fired so far.
+    var drops = 0
 }
 
 /// The routes. Every route is described in the README of this target; the options of `/bytes/NAME` combine.
@@ -49,7 +51,20 @@ enum Router {
         to head: RequestHead,
         port: Int,
         counters: (String) -> ResourceCounters,
-        digest: (TestContent) -> MD5Digest
+        digest: (TestContent) -> MD5Digest,
+        fireDrop: (String) -> Int = { _ in 0 }
+    ) -> Response {
+        var response = route(head, port: port, counters: counters, digest: digest, fireDrop: fireDrop)
+        if head.method == "HEAD" { response.omitBody = true }
+        return response
+    }
+
+    private static func route(
+        _ head: RequestHead,
+        port: Int,
+        counters: (String) -> ResourceCounters,
+        digest: (TestContent) -> MD5Digest,
+        fireDrop: (String) -> Int
     ) -> Response {
         let components = head.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let query = head.target.contains("?") ? "?" + head.target.split(separator: "?", maxSplits: 1)[1] : ""
@@ -58,7 +73,9 @@ enum Router {
         }
         switch components.first {
         case "bytes" where components.count == 2:
-            return bytes(name: components[1], head: head, counters: counters(head.target), digest: digest)
+            return bytes(
+                name: components[1], head: head, counters: counters(head.target), digest: digest,
+                fireDrop: { fireDrop(head.target) })
         case "status" where components.count == 2:
             let code = Int(components[1]) ?? 500
             var headers: [(String, String)] = []
@@ -90,7 +107,8 @@ enum Router {
     // MARK: - /bytes/NAME
 
     private static func bytes(
-        name: String, head: RequestHead, counters: ResourceCounters, digest: (TestContent) -> MD5Digest
+        name: String, head: RequestHead, counters: ResourceCounters, digest: (TestContent) -> MD5Digest,
+        fireDrop: () -> Int
     ) -> Response {
         let options = head.query
         func int(_ key: String) -> Int? { options[key].flatMap { Int($0) } }
@@ -108,6 +126,9 @@ enum Router {
             return response
         }
 
+        if options["nohead"] == "1" && !isGet {
+            return .text(405, "HEAD not allowed here\n", headers: [("Allow", "GET")])
+        }
         let size = max(0, int("size") ?? 1024)
         // Changing content: the version goes up every `change` GET requests; HEAD shows what the next GET serves.
         let version = int("change").map { $0 > 0 ? counters.gets / $0 : 0 } ?? 0
@@ -170,6 +191,12 @@ enum Router {
         }
         if isGet, let drop = int("drop"), counters.gets < (int("dropCount") ?? 1) {
             response.dropAfter = drop
+        }
+        // dropAt: close when the file offset reaches N, in the first `dropCount` responses (default 1) that cover it.
+        if isGet, let dropAt = int("dropAt"), case .content(_, let range) = response.body,
+            range.lowerBound <= dropAt, dropAt < range.upperBound || (dropAt == 0 && range.isEmpty)
+        {
+            if fireDrop() < (int("dropCount") ?? 1) { response.dropAfter = dropAt - range.lowerBound }
         }
         response.bytesPerSecond = int("rate").flatMap { $0 > 0 ? $0 : nil }
         if let after = int("stallAfter") {

@@ -1,0 +1,68 @@
+import Foundation
+
+extension URL {
+    /// Makes a download URL from text a person typed or pasted: spaces, non-ASCII characters and stray `%` in the
+    /// path, query and fragment are percent-encoded; valid escapes are kept.
+    /// - Parameter text: for example `"https://example.com/a file/ü.zip"`.
+    /// - Throws: `DownloadError.invalidURL` when no host can be found or the host is not ASCII;
+    ///   `DownloadError.unsupportedScheme` for schemes other than http and https.
+    public static func download(_ text: String) throws(DownloadError) -> URL {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let schemeEnd = trimmed.range(of: "://") else {
+            throw .invalidURL(text, reason: "no scheme (expected http:// or https://)")
+        }
+        let afterScheme = trimmed[schemeEnd.upperBound...]
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        let authority = afterScheme[..<authorityEnd]
+        guard !authority.isEmpty, authority.allSatisfy({ $0.isASCII && !$0.isWhitespace }) else {
+            throw .invalidURL(text, reason: "the host is empty or not ASCII")
+        }
+        let rest = percentEncode(String(afterScheme[authorityEnd...]))
+        let candidate = trimmed[..<schemeEnd.upperBound] + authority + rest
+        guard let url = URL(string: String(candidate)), url.host != nil else {
+            throw .invalidURL(text, reason: "not a valid URL")
+        }
+        try url.validateForDownload()
+        return url
+    }
+
+    /// Checks that this URL can be downloaded: http or https with a host.
+    /// - Throws: `DownloadError.unsupportedScheme` or `DownloadError.invalidURL`.
+    func validateForDownload() throws(DownloadError) {
+        guard let scheme = scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw .unsupportedScheme(self)
+        }
+        guard let host, !host.isEmpty else { throw .invalidURL(absoluteString, reason: "no host") }
+    }
+
+    /// Encodes every byte that may not appear in a URL's path, query or fragment, keeping `%XX` escapes.
+    private static func percentEncode(_ text: String) -> String {
+        let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?#".utf8)
+        let bytes = Array(text.utf8)
+        var out = ""
+        var index = 0
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "%"), index + 2 < bytes.count, bytes[index + 1].isHexDigit,
+                bytes[index + 2].isHexDigit
+            {
+                out += String(decoding: bytes[index...index + 2], as: UTF8.self)
+                index += 3
+                continue
+            }
+            if allowed.contains(byte) {
+                out.unicodeScalars.append(Unicode.Scalar(byte))
+            } else {
+                out += String(format: "%%%02X", byte)
+            }
+            index += 1
+        }
+        return out
+    }
+}
+
+extension UInt8 {
+    fileprivate var isHexDigit: Bool {
+        (48...57).contains(self) || (65...70).contains(self) || (97...102).contains(self)
+    }
+}

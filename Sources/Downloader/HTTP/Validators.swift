@@ -1,0 +1,29 @@
+/// The validators of one version of a resource, captured when its first byte was written. A resume sends them in
+/// `If-Range` so that a changed resource comes back whole (200) instead of being spliced (206).
+struct Validators: Codable, Equatable, Sendable {
+    /// The `ETag` as sent, quotes included (`"abc"` or `W/"abc"`).
+    var etag: String?
+    /// The `Last-Modified` date as sent.
+    var lastModified: String?
+
+    /// Whether the ETag is strong: only a strong ETag may be used in `If-Range` (RFC 9110 §13.1.5).
+    var hasStrongETag: Bool {
+        guard let etag else { return false }
+        return etag.hasPrefix("\"") && etag.hasSuffix("\"") && etag.count >= 2
+    }
+
+    /// The `If-Range` value: the strong ETag, else the Last-Modified date, else `nil` (no safe resume check).
+    var ifRange: String? {
+        if hasStrongETag { return etag }
+        return lastModified
+    }
+
+    /// Whether another response describes a different version. Unknown validators never count as a change.
+    func differs(from other: Validators) -> Bool {
+        if let etag, let otherETag = other.etag { return etag != otherETag }
+        if let lastModified, let otherDate = other.lastModified { return lastModified != otherDate }
+        return false
+    }
+
+    var isEmpty: Bool { etag == nil && lastModified == nil }
+}

@@ -1,0 +1,177 @@
+import Foundation
+
+/// Why a download failed: what happened, to which URL, and why, with the underlying error when there is one.
+///
+/// Compare with the static members to test the kind: `error == .checksumMismatch`. Equality compares the kind only;
+/// `url`, `reason` and `statusCode` carry the details.
+public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
+    private enum Code: String, Sendable, Codable {
+        case invalidURL, unsupportedScheme, httpStatus, invalidResponse, checksumMismatch, tooManyRedirects
+        case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts
+    }
+
+    private let code: Code
+    /// The URL of the download, when the error belongs to one.
+    public let url: URL?
+    /// A sentence saying what went wrong.
+    public let reason: String
+    /// The HTTP status, for `.httpStatus`.
+    public let statusCode: Int?
+    /// The lower-level error (URLError, POSIX, …), when there was one.
+    public let underlyingError: (any Error & Sendable)?
+    /// The delay the server asked for in `Retry-After`, in seconds, when it sent one.
+    public private(set) var retryAfter: TimeInterval?
+
+    private init(
+        _ code: Code, url: URL? = nil, reason: String = "", statusCode: Int? = nil,
+        underlying: (any Error & Sendable)? = nil
+    ) {
+        self.code = code
+        self.url = url
+        self.reason = reason
+        self.statusCode = statusCode
+        self.underlyingError = underlying
+    }
+
+    /// The URL is malformed or cannot be made valid.
+    public static let invalidURL = DownloadError(.invalidURL)
+    /// The URL's scheme is not http or https.
+    public static let unsupportedScheme = DownloadError(.unsupportedScheme)
+    /// The server answered with a status that is not a success (see `statusCode`).
+    public static let httpStatus = DownloadError(.httpStatus)
+    /// The server's answer cannot be used: a `Content-Range` that disagrees with the request, more bytes than
+    /// announced, a missing status, …
+    public static let invalidResponse = DownloadError(.invalidResponse)
+    /// The finished bytes do not have the expected MD5, even after one clean restart.
+    public static let checksumMismatch = DownloadError(.checksumMismatch)
+    /// More than 10 redirects, or a redirect loop.
+    public static let tooManyRedirects = DownloadError(.tooManyRedirects)
+    /// The connection could not be made, or was lost or reset, or the body ended early.
+    public static let connectionFailed = DownloadError(.connectionFailed)
+    /// No byte arrived for longer than the stall timeout.
+    public static let stalled = DownloadError(.stalled)
+    /// Reading or writing local files failed (disk full, permissions, …).
+    public static let fileSystem = DownloadError(.fileSystem)
+    /// The download was cancelled or suspended.
+    public static let cancelled = DownloadError(.cancelled)
+    /// The resource changed while it was being downloaded, more often than the download could follow.
+    public static let fileChanged = DownloadError(.fileChanged)
+    /// The receipts file could not be read; it was moved aside.
+    public static let corruptReceipts = DownloadError(.corruptReceipts)
+
+    /// Whether retrying later may succeed: lost connections, stalls, 408, 429 and 5xx.
+    public var isTransient: Bool {
+        switch code {
+        case .connectionFailed, .stalled: return true
+        case .httpStatus:
+            guard let statusCode else { return false }
+            return statusCode == 408 || statusCode == 429 || (500...599).contains(statusCode)
+        default: return false
+        }
+    }
+
+    public var description: String {
+        var text = "DownloadError.\(code.rawValue)"
+        if let url { text += " (\(url.absoluteString))" }
+        if !reason.isEmpty { text += ": \(reason)" }
+        return text
+    }
+
+    /// Equality compares the kind of error only, so that `error == .checksumMismatch` reads naturally.
+    public static func == (lhs: DownloadError, rhs: DownloadError) -> Bool { lhs.code == rhs.code }
+
+    public func hash(into hasher: inout Hasher) { hasher.combine(code) }
+
+    // MARK: - Constructors with details
+
+    static func invalidURL(_ text: String, reason: String) -> DownloadError {
+        DownloadError(.invalidURL, url: nil, reason: "\"\(text)\": \(reason)")
+    }
+
+    static func unsupportedScheme(_ url: URL) -> DownloadError {
+        DownloadError(.unsupportedScheme, url: url, reason: "only http and https are supported, not \(url.scheme ?? "none")")
+    }
+
+    static func httpStatus(_ status: Int, url: URL, retryAfter: TimeInterval? = nil) -> DownloadError {
+        var error = DownloadError(
+            .httpStatus, url: url, reason: "the server answered \(status)\(reasonPhrase(status))", statusCode: status)
+        error.retryAfter = retryAfter
+        return error
+    }
+
+    private static func reasonPhrase(_ status: Int) -> String {
+        let phrases = [
+            400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            408: "Request Timeout", 410: "Gone", 416: "Range Not Satisfiable", 429: "Too Many Requests",
+            500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
+            504: "Gateway Timeout",
+        ]
+        return phrases[status].map { " " + $0 } ?? ""
+    }
+
+    static func invalidResponse(_ url: URL, reason: String) -> DownloadError {
+        DownloadError(.invalidResponse, url: url, reason: reason)
+    }
+
+    static func checksumMismatch(_ url: URL, expected: String, actual: String) -> DownloadError {
+        DownloadError(.checksumMismatch, url: url, reason: "MD5 is \(actual), expected \(expected)")
+    }
+
+    static func tooManyRedirects(_ url: URL, reason: String) -> DownloadError {
+        DownloadError(.tooManyRedirects, url: url, reason: reason)
+    }
+
+    static func connectionFailed(_ url: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError {
+        DownloadError(.connectionFailed, url: url, reason: reason, underlying: underlying)
+    }
+
+    static func stalled(_ url: URL, seconds: Double) -> DownloadError {
+        DownloadError(.stalled, url: url, reason: "no data for \(Int(seconds)) s")
+    }
+
+    static func fileSystem(_ url: URL?, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError {
+        DownloadError(.fileSystem, url: url, reason: reason, underlying: underlying)
+    }
+
+    static func cancelled(_ url: URL) -> DownloadError {
+        DownloadError(.cancelled, url: url, reason: "cancelled")
+    }
+
+    static func fileChanged(_ url: URL, reason: String) -> DownloadError {
+        DownloadError(.fileChanged, url: url, reason: reason)
+    }
+
+    static func corruptReceipts(_ file: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError {
+        DownloadError(.corruptReceipts, url: file, reason: reason, underlying: underlying)
+    }
+}
+
+extension DownloadError: Codable {
+    private enum CodingKeys: String, CodingKey { case code, url, reason, statusCode, underlying, retryAfter }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(
+            try container.decode(Code.self, forKey: .code),
+            url: try container.decodeIfPresent(URL.self, forKey: .url),
+            reason: try container.decodeIfPresent(String.self, forKey: .reason) ?? "",
+            statusCode: try container.decodeIfPresent(Int.self, forKey: .statusCode),
+            underlying: try container.decodeIfPresent(String.self, forKey: .underlying).map(SavedError.init))
+        retryAfter = try container.decodeIfPresent(TimeInterval.self, forKey: .retryAfter)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(code, forKey: .code)
+        try container.encodeIfPresent(url, forKey: .url)
+        try container.encode(reason, forKey: .reason)
+        try container.encodeIfPresent(statusCode, forKey: .statusCode)
+        try container.encodeIfPresent(underlyingError.map { String(describing: $0) }, forKey: .underlying)
+        try container.encodeIfPresent(retryAfter, forKey: .retryAfter)
+    }
+}
+
+/// An underlying error restored from disk: only its description survives.
+struct SavedError: Error, Sendable, CustomStringConvertible {
+    let description: String
+}

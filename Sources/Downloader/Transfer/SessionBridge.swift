@@ -1,0 +1,277 @@
+import Dispatch
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The one `URLSession` of a manager and its delegate. It turns data tasks into `async` requests whose events go to a
+/// `TransferSink` on one serial delegate queue.
+///
+/// Linux facts it is built around (swift-corelibs-foundation): `cancel()` blocks its caller and chunks keep arriving
+/// after it, so tasks are resumed and cancelled on a dedicated control queue and a per-task closed flag drops late
+/// events; the response disposition is ignored, so sinks validate and the bridge closes rejected tasks itself;
+/// redirects keep `Authorization` across hosts, so the bridge strips it; request timeouts are not usable as stall
+/// detection, so a watchdog closes tasks that received nothing for `stallTimeout` seconds.
+final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    /// Settings of the bridge.
+    struct Configuration: Sendable {
+        /// Close a request that has received nothing for this long (seconds).
+        var stallTimeout: Double = 30
+        /// Follow at most this many redirects per request.
+        var maximumRedirects: Int = 10
+        /// Connections per host; keep it at least the number of active downloads.
+        var maximumConnectionsPerHost: Int = 8
+    }
+
+    private struct Entry {
+        let task: URLSessionDataTask
+        let sink: any TransferSink
+        let originalURL: URL
+        var continuation: CheckedContinuation<RequestEnd, Never>?
+        var closed = false
+        var lastActivity: UInt64
+        var visited: Set<String> = []
+        /// A redirect's completion handler was called and its callback has not reached the task yet. Cancelling in
+        /// that window makes corelibs trap ("Received callback for HTTP redirection, but we're not waiting for it"),
+        /// so a cancel is deferred to the task's next event.
+        var redirectInFlight = false
+        var cancelDeferred = false
+    }
+
+    private struct State {
+        var entries: [Int: Entry] = [:]
+        var invalidated = false
+    }
+
+    let configuration: Configuration
+    private let state = Mutex(State())
+    private let controlQueue = DispatchQueue(label: "Downloader.SessionBridge.control")
+    private let delegateQueue: OperationQueue
+    private let watchdog: DispatchSourceTimer
+    // Set once in init, before any task exists; read-only afterwards.
+    private var session: URLSession!
+
+    /// Creates the session.
+    init(configuration: Configuration = Configuration()) {
+        self.configuration = configuration
+        delegateQueue = OperationQueue()
+        delegateQueue.maxConcurrentOperationCount = 1
+        delegateQueue.name = "Downloader.SessionBridge.delegate"
+        watchdog = DispatchSource.makeTimerSource(queue: controlQueue)
+        super.init()
+
+        let sessionConfiguration = URLSessionConfiguration.ephemeral
+        sessionConfiguration.httpMaximumConnectionsPerHost = max(1, configuration.maximumConnectionsPerHost)
+        sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
+        sessionConfiguration.urlCache = nil
+        // An idle timer on Linux that also runs while a task waits for a connection: keep it out of the way and let
+        // the watchdog judge stalls.
+        sessionConfiguration.timeoutIntervalForRequest = max(600, configuration.stallTimeout * 4)
+        session = URLSession(configuration: sessionConfiguration, delegate: self, delegateQueue: delegateQueue)
+
+        let interval = max(0.05, min(1, configuration.stallTimeout / 4))
+        watchdog.schedule(deadline: .now() + interval, repeating: interval)
+        watchdog.setEventHandler { [weak self] in self?.checkForStalls() }
+        watchdog.resume()
+    }
+
+    /// Performs one request, delivering its events to `sink`.
+    /// - Parameters:
+    ///   - request: the request (headers complete).
+    ///   - sink: receives the response and body on the delegate queue.
+    /// - Returns: how it ended. Cancelling the calling task closes the request and returns `.cancelled`.
+    func perform(_ request: URLRequest, sink: any TransferSink) async -> RequestEnd {
+        let task: URLSessionDataTask = session.dataTask(with: request)
+        let id = task.taskIdentifier
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<RequestEnd, Never>) in
+                let accepted = state.withLock { state -> Bool in
+                    guard !state.invalidated else { return false }
+                    state.entries[id] = Entry(
+                        task: task, sink: sink, originalURL: request.url!, continuation: continuation,
+                        lastActivity: DispatchTime.now().uptimeNanoseconds,
+                        visited: [request.url!.absoluteString])
+                    return true
+                }
+                guard accepted else {
+                    continuation.resume(returning: .cancelled)
+                    return
+                }
+                if Task.isCancelled {
+                    close(taskIdentifier: id, with: .cancelled)
+                } else {
+                    controlQueue.async { task.resume() }
+                }
+            }
+        } onCancel: {
+            close(taskIdentifier: id, with: .cancelled)
+        }
+    }
+
+    /// Closes a request from any thread: late events are dropped from now on, the waiting caller gets `end` once the
+    /// delegate queue has finished any event it was handling, and the task is cancelled on the control queue.
+    func close(taskIdentifier id: Int, with end: RequestEnd) {
+        guard let (continuation, task) = markClosed(id) else { return }
+        // Resume behind the delegate queue's current work, so the sink is no longer in use when the caller goes on.
+        delegateQueue.addOperation { continuation?.resume(returning: end) }
+        if let task { controlQueue.async { task.cancel() } }
+    }
+
+    /// Marks a request closed and takes its continuation.
+    /// - Returns: `nil` if it was closed already; otherwise the continuation and the task to cancel now (`nil` when
+    ///   the cancel must wait for the end of a redirect).
+    private func markClosed(_ id: Int) -> (CheckedContinuation<RequestEnd, Never>?, URLSessionDataTask?)? {
+        state.withLock { state -> (CheckedContinuation<RequestEnd, Never>?, URLSessionDataTask?)? in
+            guard var entry = state.entries[id], !entry.closed else { return nil }
+            entry.closed = true
+            let continuation = entry.continuation
+            entry.continuation = nil
+            if entry.redirectInFlight { entry.cancelDeferred = true }
+            state.entries[id] = entry
+            return (continuation, entry.redirectInFlight ? nil : entry.task)
+        }
+    }
+
+    /// The task has produced an event after a redirect: the redirect callback has run, so a deferred cancel is safe.
+    private func redirectSettled(_ id: Int) {
+        let deferred = state.withLock { state -> URLSessionDataTask? in
+            guard var entry = state.entries[id], entry.redirectInFlight else { return nil }
+            entry.redirectInFlight = false
+            defer {
+                entry.cancelDeferred = false
+                state.entries[id] = entry
+            }
+            return entry.cancelDeferred ? entry.task : nil
+        }
+        if let deferred { controlQueue.async { deferred.cancel() } }
+    }
+
+    /// Cancels every request and invalidates the session. The bridge cannot be used afterwards.
+    func invalidate() {
+        let ids = state.withLock { state -> [Int] in
+            state.invalidated = true
+            return Array(state.entries.keys)
+        }
+        for id in ids { close(taskIdentifier: id, with: .cancelled) }
+        watchdog.cancel()
+        let session = self.session!
+        controlQueue.async { session.invalidateAndCancel() }
+    }
+
+    // MARK: - Delegate-queue side
+
+    /// Closes a request from inside a delegate callback (the sink decided).
+    private func closeFromDelegate(_ id: Int, with end: RequestEnd) {
+        guard let (continuation, task) = markClosed(id) else { return }
+        continuation?.resume(returning: end)
+        if let task { controlQueue.async { task.cancel() } }
+    }
+
+    /// The sink of an open request, marking activity for the watchdog; `nil` once closed.
+    private func openSink(_ id: Int) -> (any TransferSink)? {
+        state.withLock { state in
+            guard var entry = state.entries[id], !entry.closed else { return nil }
+            entry.lastActivity = DispatchTime.now().uptimeNanoseconds
+            state.entries[id] = entry
+            return entry.sink
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        let id = dataTask.taskIdentifier
+        redirectSettled(id)
+        guard let sink = openSink(id) else {
+            completionHandler(.cancel)
+            return
+        }
+        if let end = sink.receive(response: response) {
+            closeFromDelegate(id, with: end)
+            completionHandler(.cancel)
+        } else {
+            completionHandler(.allow)
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        let id = dataTask.taskIdentifier
+        guard let sink = openSink(id) else { return }
+        if let end = sink.receive(data: data) { closeFromDelegate(id, with: end) }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let id = task.taskIdentifier
+        redirectSettled(id)
+        let open = state.withLock { state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?)? in
+            guard let entry = state.entries.removeValue(forKey: id), !entry.closed else { return nil }
+            return (entry.sink, entry.continuation)
+        }
+        guard let (sink, continuation) = open else { return }
+        continuation?.resume(returning: sink.complete(error: error))
+    }
+
+    func urlSession(
+        _ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest, completionHandler: @escaping @Sendable (URLRequest?) -> Void
+    ) {
+        enum Decision {
+            /// Closed already: its cancel is on the way. Calling the handler now could reach the task after the
+            /// cancel, which corelibs traps on; leaving it uncalled lets the cancel end the task.
+            case leave
+            case follow(URLRequest)
+            case refuse(RequestEnd)
+        }
+        let id = task.taskIdentifier
+        let maximum = configuration.maximumRedirects
+        let decision = state.withLock { state -> Decision in
+            guard var entry = state.entries[id], !entry.closed, let target = request.url else { return .leave }
+            entry.lastActivity = DispatchTime.now().uptimeNanoseconds
+            entry.redirectInFlight = true
+            defer { state.entries[id] = entry }
+            if entry.visited.contains(target.absoluteString) {
+                return .refuse(.failed(.tooManyRedirects(entry.originalURL, reason: "redirect loop at \(target.absoluteString)")))
+            }
+            entry.visited.insert(target.absoluteString)
+            if entry.visited.count - 1 > maximum {
+                return .refuse(.failed(.tooManyRedirects(entry.originalURL, reason: "more than \(maximum) redirects")))
+            }
+            var next = request
+            if target.host?.lowercased() != entry.originalURL.host?.lowercased()
+                || target.port != entry.originalURL.port
+            {
+                next.setValue(nil, forHTTPHeaderField: "Authorization")
+            }
+            return .follow(next)
+        }
+        switch decision {
+        case .leave:
+            return
+        case .follow(let next):
+            completionHandler(next)
+        case .refuse(let end):
+            // Not followed: the task ends by itself with the 3xx, which the closed entry ignores. It is not
+            // cancelled (the redirect is in flight), so the handler is safe to call.
+            closeFromDelegate(id, with: end)
+            completionHandler(nil)
+        }
+    }
+
+    // MARK: - Watchdog
+
+    private func checkForStalls() {
+        let limit = UInt64(configuration.stallTimeout * 1e9)
+        let now = DispatchTime.now().uptimeNanoseconds
+        let stalled = state.withLock { state -> [(Int, URL)] in
+            state.entries.compactMap { id, entry in
+                !entry.closed && now > entry.lastActivity && now - entry.lastActivity > limit ? (id, entry.originalURL) : nil
+            }
+        }
+        for (id, url) in stalled {
+            close(taskIdentifier: id, with: .failed(.stalled(url, seconds: configuration.stallTimeout)))
+        }
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// How one HTTP request of a transfer ended.
+enum RequestEnd: Sendable {
+    /// The response was accepted and its body arrived whole.
+    case finished
+    /// The resource is a different version than the partial file: start again from byte 0.
+    case restartFromZero(reason: String)
+    /// 416: nothing to send from the requested offset; the complete length if the server said it.
+    case unsatisfiable(completeLength: Int64?)
+    /// The request failed or its response was rejected.
+    case failed(DownloadError)
+    /// Closed from outside: pause, cancellation or shutdown.
+    case cancelled
+}
+
+/// Receives one request's events. Every method is called on the session's serial delegate queue, never after the
+/// request was closed, so an implementation may keep unsynchronised state that only that queue touches while the
+/// request runs.
+protocol TransferSink: AnyObject, Sendable {
+    /// Validates the response synchronously (URLSession on Linux ignores the disposition).
+    /// - Returns: `nil` to accept the body, or how the request ends (it is then closed and late data is dropped).
+    func receive(response: URLResponse) -> RequestEnd?
+    /// Consumes a chunk of the body.
+    /// - Returns: `nil` to continue, or how the request ends.
+    func receive(data: Data) -> RequestEnd?
+    /// The request completed (with or without a transport error) and was not closed before.
+    /// - Returns: how the request ends.
+    func complete(error: (any Error)?) -> RequestEnd
+}

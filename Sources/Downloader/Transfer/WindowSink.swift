@@ -1,0 +1,187 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The sink of one GET: validates the response against the request (status, `Content-Range`, validators,
+/// encoding), then writes and hashes the body, counting bytes itself.
+final class WindowSink: TransferSink, @unchecked Sendable {
+    private let job: TransferJob
+    /// The first byte asked for.
+    private let start: Int64
+    /// The last byte asked for, when the request had a closed range.
+    private let end: Int64?
+    /// Whether the request carried a `Range` header.
+    private let ranged: Bool
+    private let checkpointInterval: Int64
+    private let progress: @Sendable (Int64, Int64?) -> Void
+
+    private var expectedBodyLength: Int64?
+    /// Body bytes received and written by this request.
+    private(set) var received: Int64 = 0
+    /// Whether this response streams the whole resource (a 200).
+    private(set) var isWholeStream = false
+
+    init(
+        job: TransferJob, start: Int64, end: Int64?, ranged: Bool, checkpointInterval: Int64,
+        progress: @escaping @Sendable (Int64, Int64?) -> Void
+    ) {
+        self.job = job
+        self.start = start
+        self.end = end
+        self.ranged = ranged
+        self.checkpointInterval = checkpointInterval
+        self.progress = progress
+    }
+
+    func receive(response: URLResponse) -> RequestEnd? {
+        let url = job.url
+        guard let http = response as? HTTPURLResponse else {
+            return .failed(.invalidResponse(url, reason: "not an HTTP response"))
+        }
+        let validators = Validators(
+            etag: http.value(forHTTPHeaderField: "ETag"), lastModified: http.value(forHTTPHeaderField: "Last-Modified"))
+        let encoding = http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
+        let encoded = encoding != nil && encoding != "identity"
+        switch http.statusCode {
+        case 206:
+            guard ranged, let header = http.value(forHTTPHeaderField: "Content-Range"),
+                let contentRange = ContentRange(header), let range = contentRange.range
+            else {
+                return .failed(.invalidResponse(url, reason: "206 without a usable Content-Range"))
+            }
+            guard range.lowerBound == start, end.map({ range.upperBound <= $0 }) ?? true else {
+                return .failed(.invalidResponse(url, reason: "asked for bytes from \(start), got Content-Range \(header)"))
+            }
+            guard !encoded else {
+                return .failed(.invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding!) cannot be spliced"))
+            }
+            if start > 0 {
+                if validators.differs(from: job.validators) {
+                    return .restartFromZero(reason: "the resource changed (validators differ)")
+                }
+                if let total = job.totalLength, let complete = contentRange.completeLength, complete != total {
+                    return .restartFromZero(reason: "the resource's length changed from \(total) to \(complete)")
+                }
+                job.totalLength = job.totalLength ?? contentRange.completeLength
+                if job.validators.isEmpty { job.validators = validators }
+            } else {
+                // Byte 0: nothing to splice onto, so this response defines the version.
+                if validators.differs(from: job.validators) { job.announcedMD5 = nil }
+                job.validators = validators
+                job.totalLength = contentRange.completeLength
+                do {
+                    try job.checkpoint()
+                } catch {
+                    return .failed(error)
+                }
+            }
+            expectedBodyLength = Int64(range.count)
+        case 200:
+            // A whole body: either the first request, a server that ignores Range, or an If-Range that failed
+            // because the resource changed. In every case the body is the whole current version, from byte 0.
+            if ranged && !validators.differs(from: job.validators) && (start > 0 || end != nil) {
+                job.rangesSupported = false  // same version, Range ignored: stream from now on
+            }
+            isWholeStream = true
+            do {
+                try job.truncate()
+            } catch {
+                return .failed(error)
+            }
+            job.validators = validators
+            let length = http.expectedContentLength
+            job.totalLength = encoded || length < 0 ? nil : length
+            expectedBodyLength = job.totalLength
+            job.suggestedFilename =
+                http.value(forHTTPHeaderField: "Content-Disposition").flatMap(ContentDisposition.filename)
+                ?? job.suggestedFilename
+            job.announcedMD5 = DigestHeaders.md5(
+                contentMD5: http.value(forHTTPHeaderField: "Content-MD5"),
+                digest: http.value(forHTTPHeaderField: "Digest"))
+            if encoded { job.rangesSupported = false }
+            do {
+                try job.checkpoint()
+            } catch {
+                return .failed(error)
+            }
+        case 416:
+            let complete = http.value(forHTTPHeaderField: "Content-Range").flatMap(ContentRange.init)?.completeLength
+            return .unsatisfiable(completeLength: complete)
+        default:
+            let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
+            return .failed(.httpStatus(http.statusCode, url: url, retryAfter: retryAfter))
+        }
+        do {
+            try job.openWriter()
+        } catch {
+            return .failed(error)
+        }
+        return nil
+    }
+
+    func receive(data: Data) -> RequestEnd? {
+        let count = Int64(data.count)
+        if let expectedBodyLength, received + count > expectedBodyLength {
+            return .failed(.invalidResponse(job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
+        }
+        do {
+            for region in data.regions {
+                let failure = region.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DownloadError? in
+                    do throws(DownloadError) {
+                        try job.append(buffer)
+                        return nil
+                    } catch {
+                        return error
+                    }
+                }
+                if let failure { throw failure }
+            }
+            received += count
+            if isWholeStream && job.offset - job.checkpointOffset >= checkpointInterval { try job.checkpoint() }
+        } catch let error as DownloadError {
+            return .failed(error)
+        } catch {
+            return .failed(.fileSystem(job.url, reason: "\(error)"))
+        }
+        progress(job.offset, job.totalLength)
+        return nil
+    }
+
+    func complete(error: (any Error)?) -> RequestEnd {
+        // Success is judged by our own accounting: every byte the Content-Range announced arrived, written and
+        // hashed. A transport complaint after that (a Content-Length larger than the body) changes nothing.
+        let gotEverything = expectedBodyLength.map { received == $0 } ?? false
+        if let error, !gotEverything {
+            let reason = (error as? URLError).map { "\($0.localizedDescription) (URLError \($0.code.rawValue))" }
+                ?? "\(error)"
+            return .failed(.connectionFailed(job.url, reason: reason, underlying: SavedError(description: "\(error)")))
+        }
+        if let expectedBodyLength, received < expectedBodyLength {
+            return .failed(
+                .connectionFailed(job.url, reason: "the body ended after \(received) of \(expectedBodyLength) bytes"))
+        }
+        if isWholeStream && job.totalLength == nil { job.totalLength = job.offset }
+        return .finished
+    }
+}
+
+/// The sink of the HEAD probe: keeps the response.
+final class ProbeSink: TransferSink, @unchecked Sendable {
+    private(set) var response: HTTPURLResponse?
+
+    func receive(response: URLResponse) -> RequestEnd? {
+        self.response = response as? HTTPURLResponse
+        return nil
+    }
+
+    func receive(data: Data) -> RequestEnd? { nil }
+
+    func complete(error: (any Error)?) -> RequestEnd {
+        if let error {
+            return .failed(.connectionFailed(response?.url ?? URL(string: "about:blank")!, reason: "\(error)"))
+        }
+        return .finished
+    }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import HTTPTestServer
+
+@testable import Downloader
+
+/// A fresh temporary directory, removed by `remove()`.
+struct TemporaryDirectory {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("downloader-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func remove() {
+        try? FileManager.default.removeItem(at: url)
+    }
+
+    /// The regular files below the directory, as paths relative to it, sorted.
+    func files() -> [String] {
+        let root = url.resolvingSymlinksInPath().path
+        guard let enumerator = FileManager.default.enumerator(atPath: root) else { return [] }
+        return enumerator.compactMap { item -> String? in
+            guard let path = item as? String else { return nil }
+            var isDirectory: ObjCBool = false
+            _ = FileManager.default.fileExists(atPath: root + "/" + path, isDirectory: &isDirectory)
+            return isDirectory.boolValue ? nil : path
+        }.sorted()
+    }
+}
+
+/// Reads a whole file's MD5.
+func md5OfFile(_ url: URL) throws -> MD5Digest {
+    MD5.hash(data: try Data(contentsOf: url))
+}
+
+func fileSize(_ url: URL) -> Int64? {
+    (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value
+}
+
+/// Runs a transfer and returns its outcome as a `Result`, for tests that expect failures.
+func runTransfer(_ transfer: Transfer) async -> Result<TransferResult, DownloadError> {
+    do {
+        return .success(try await transfer.run())
+    } catch {
+        return .failure(error)
+    }
+}
