@@ -1,0 +1,189 @@
+import Foundation
+import Testing
+
+@testable import Downloader
+
+@Suite("Content-Range")
+struct ContentRangeTests {
+    @Test("Well-formed values parse")
+    func wellFormed() {
+        #expect(ContentRange("bytes 0-99/1000") == ContentRange(range: 0...99, completeLength: 1000))
+        #expect(ContentRange("bytes 100-199/*")?.range == 100...199)
+        #expect(ContentRange("bytes 100-199/*")?.completeLength == nil)
+        #expect(ContentRange("bytes */5000") == ContentRange(range: nil, completeLength: 5000))
+        #expect(ContentRange("  bytes  5-5/6 ") == ContentRange(range: 5...5, completeLength: 6))
+    }
+
+    @Test("Malformed or impossible values are rejected", arguments: [
+        "", "bytes", "bytes 0-99", "bytes 99-0/1000", "bytes 0-1000/1000", "bytes */*", "items 0-1/2", "bytes -1-5/10",
+        "bytes 0-99/1e3", "bytes 0-99999999999999999999/1", "bytes a-b/c",
+    ])
+    func malformed(value: String) {
+        #expect(ContentRange(value) == nil)
+    }
+}
+
+extension ContentRange {
+    init(range: ClosedRange<Int64>?, completeLength: Int64?) {
+        self.init("bytes */1")!
+        self.range = range
+        self.completeLength = completeLength
+    }
+}
+
+@Suite("Content-Disposition")
+struct ContentDispositionTests {
+    @Test("Names are extracted from quoted, token and RFC 8187 forms", arguments: [
+        ("attachment; filename=\"report.pdf\"", "report.pdf"),
+        ("attachment; filename=report.pdf", "report.pdf"),
+        ("attachment;filename=\"a;b.txt\"", "a;b.txt"),
+        ("attachment; filename=\"quote\\\"d.txt\"", "quote\"d.txt"),
+        ("attachment; filename=\"fallback.txt\"; filename*=UTF-8''%E2%82%AC%20rates.txt", "€ rates.txt"),
+        ("inline; filename*=utf-8'en'na%C3%AFve.txt", "naïve.txt"),
+        ("ATTACHMENT; FILENAME=\"upper.bin\"", "upper.bin"),
+    ])
+    func extracts(header: String, expected: String) {
+        #expect(ContentDisposition.filename(from: header) == expected)
+    }
+
+    @Test("Headers without a usable name give nil", arguments: ["attachment", "inline; size=10", "attachment; filename=\"\"", ""])
+    func none(header: String) {
+        #expect(ContentDisposition.filename(from: header) == nil)
+    }
+}
+
+@Suite("Digest headers")
+struct DigestHeadersTests {
+    @Test("Content-MD5 wins; Digest md5= is found among other algorithms")
+    func parse() {
+        let empty = "d41d8cd98f00b204e9800998ecf8427e"
+        #expect(DigestHeaders.md5(contentMD5: "1B2M2Y8AsgTpgAmY7PhCfg==", digest: nil)?.hexString == empty)
+        #expect(DigestHeaders.md5(contentMD5: nil, digest: "SHA-256=abc, MD5=1B2M2Y8AsgTpgAmY7PhCfg==")?.hexString == empty)
+        #expect(DigestHeaders.md5(contentMD5: "garbage", digest: "md5=1B2M2Y8AsgTpgAmY7PhCfg==")?.hexString == empty)
+        #expect(DigestHeaders.md5(contentMD5: nil, digest: "sha=1B2M2Y8AsgTpgAmY7PhCfg==") == nil)
+        #expect(DigestHeaders.md5(contentMD5: nil, digest: nil) == nil)
+    }
+}
+
+@Suite("Retry-After")
+struct RetryAfterTests {
+    @Test("Seconds and HTTP dates give a delay; garbage gives nil")
+    func parse() throws {
+        #expect(RetryAfter.delay(from: "120") == 120)
+        #expect(RetryAfter.delay(from: " 0 ") == 0)
+        let now = try #require(HTTPDate.parse("Sun, 06 Nov 1994 08:49:37 GMT"))
+        #expect(RetryAfter.delay(from: "Sun, 06 Nov 1994 08:50:07 GMT", now: now) == 30)
+        #expect(RetryAfter.delay(from: "Sunday, 06-Nov-94 08:50:37 GMT", now: now) == 60)
+        #expect(RetryAfter.delay(from: "Sun Nov  6 08:49:47 1994", now: now) == 10)
+        #expect(RetryAfter.delay(from: "Sun, 06 Nov 1994 08:00:00 GMT", now: now) == 0)
+        #expect(RetryAfter.delay(from: "-5") == nil)
+        #expect(RetryAfter.delay(from: "soon") == nil)
+        #expect(RetryAfter.delay(from: "99999999999") == nil)
+    }
+}
+
+@Suite("Validators")
+struct ValidatorsTests {
+    @Test("If-Range uses a strong ETag, else Last-Modified, never a weak ETag")
+    func ifRange() {
+        #expect(Validators(etag: "\"abc\"", lastModified: "d").ifRange == "\"abc\"")
+        #expect(Validators(etag: "W/\"abc\"", lastModified: "d").ifRange == "d")
+        #expect(Validators(etag: "W/\"abc\"", lastModified: nil).ifRange == nil)
+        #expect(Validators().ifRange == nil)
+    }
+
+    @Test("A change is an ETag or date that differs; unknown validators never count as a change")
+    func differs() {
+        #expect(Validators(etag: "\"a\"", lastModified: nil).differs(from: Validators(etag: "\"b\"", lastModified: nil)))
+        #expect(!Validators(etag: "\"a\"", lastModified: "x").differs(from: Validators(etag: "\"a\"", lastModified: "y")))
+        #expect(Validators(etag: nil, lastModified: "x").differs(from: Validators(etag: nil, lastModified: "y")))
+        #expect(!Validators().differs(from: Validators(etag: "\"b\"", lastModified: nil)))
+    }
+}
+
+@Suite("File names")
+struct FilenameSanitizerTests {
+    @Test("Hostile names become one safe component", arguments: [
+        ("../../etc/passwd", "passwd"), ("/abs/path.txt", "path.txt"), ("..", nil), (".", nil), ("", nil),
+        ("a\u{0}b\u{1f}c\u{7f}d\u{85}.txt", "abcd.txt"), ("..\\..\\boot.ini", "boot.ini"), ("  .hidden  ", "hidden"),
+        ("evil\u{202e}txt.exe", "eviltxt.exe"), ("dir/", "dir"), ("normal name (1).tar.gz", "normal name (1).tar.gz"),
+    ] as [(String, String?)])
+    func sanitize(name: String, expected: String?) {
+        let result = FilenameSanitizer.sanitize(name)
+        #expect(result == expected)
+        if let result {
+            #expect(!result.contains("/") && !result.contains("\\") && result != ".." && !result.hasPrefix("."))
+        }
+    }
+
+    @Test("Long names are cut to 255 bytes on a character boundary, keeping the extension")
+    func longNames() throws {
+        let long = String(repeating: "é", count: 300) + ".tar.gz"
+        let result = try #require(FilenameSanitizer.sanitize(long))
+        #expect(result.utf8.count <= 255)
+        #expect(result.hasSuffix(".gz"))
+        #expect(result.unicodeScalars.allSatisfy { $0 == "é" || ".targz".unicodeScalars.contains($0) })
+    }
+
+    @Test("Default names are md5(url) plus a sane extension")
+    func defaultNames() throws {
+        let url = try #require(URL(string: "https://example.com/files/archive.zip?x=1"))
+        let key = MD5.hash(data: Array(url.absoluteString.utf8)).hexString
+        #expect(DownloadDirectory.defaultFilename(for: url) == key + ".zip")
+        let noExtension = try #require(URL(string: "https://example.com/files/archive"))
+        #expect(!DownloadDirectory.defaultFilename(for: noExtension).contains("."))
+        let weird = try #require(URL(string: "https://example.com/a.ex%2Fe"))
+        #expect(!DownloadDirectory.defaultFilename(for: weird).contains("/"))
+    }
+}
+
+@Suite("Download URLs")
+struct DownloadURLTests {
+    @Test("Spaces and non-ASCII are percent-encoded; existing escapes are kept")
+    func encodes() throws {
+        #expect(try URL.download("https://example.com/a file/ü.zip").absoluteString == "https://example.com/a%20file/%C3%BC.zip")
+        #expect(try URL.download("http://h:8080/x%20y?q=a b#f").absoluteString == "http://h:8080/x%20y?q=a%20b#f")
+        #expect(try URL.download("http://h/100%").absoluteString == "http://h/100%25")
+        #expect(try URL.download("  http://h/ok  ").absoluteString == "http://h/ok")
+    }
+
+    @Test("Bad input gets a clear DownloadError")
+    func rejects() {
+        #expect(throws: DownloadError.invalidURL) { try URL.download("example.com/file") }
+        #expect(throws: DownloadError.invalidURL) { try URL.download("http://bü.example/x") }
+        #expect(throws: DownloadError.invalidURL) { try URL.download("http:///nohost") }
+        #expect(throws: DownloadError.unsupportedScheme) { try URL.download("ftp://example.com/file") }
+    }
+}
+
+@Suite("Model")
+struct ModelTests {
+    @Test("Errors compare by kind, describe URL and reason, and survive a JSON round trip")
+    func errors() throws {
+        let url = try #require(URL(string: "http://h/f"))
+        let error = DownloadError.httpStatus(503, url: url, retryAfter: 2)
+        #expect(error == .httpStatus)
+        #expect(error != .checksumMismatch)
+        #expect(error.description == "DownloadError.httpStatus (http://h/f): the server answered 503 Service Unavailable")
+        let decoded = try JSONDecoder().decode(DownloadError.self, from: JSONEncoder().encode(error))
+        #expect(decoded == .httpStatus && decoded.statusCode == 503 && decoded.retryAfter == 2 && decoded.url == url)
+        #expect(decoded.reason == error.reason && decoded.isTransient)
+    }
+
+    @Test("A receipt reports its fraction and a matching Foundation Progress")
+    func receiptProgress() throws {
+        let url = try #require(URL(string: "http://h/f"))
+        var receipt = DownloadReceipt(url: url, filename: "f", fileURL: URL(fileURLWithPath: "/tmp/f"))
+        #expect(receipt.fractionCompleted == 0)
+        #expect(receipt.progress.isIndeterminate)
+        receipt.totalBytesWritten = 250
+        receipt.totalBytesExpectedToWrite = 1000
+        #expect(receipt.fractionCompleted == 0.25)
+        #expect(receipt.progress.fractionCompleted == 0.25)
+        #expect(receipt.id == url)
+        receipt.state = .completed
+        #expect(receipt.fractionCompleted == 1)
+        let decoded = try JSONDecoder().decode(DownloadReceipt.self, from: JSONEncoder().encode(receipt))
+        #expect(decoded == receipt)
+    }
+}
