@@ -10,7 +10,7 @@ public enum FileNaming: Sendable, Hashable, Codable {
 }
 
 /// Per-download choices. Every property has a default, so `DownloadOptions()` works.
-public struct DownloadOptions: Sendable, Hashable {
+public struct DownloadOptions: Sendable, Hashable, Codable {
     /// Extra request headers (for example `Authorization`), sent on every request of the download. `Authorization`
     /// is dropped when a redirect leads to another host.
     public var headers: [String: String]

@@ -18,8 +18,17 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     public internal(set) var md5: String?
     /// Why it failed, when it failed.
     public var error: DownloadError?
+    /// Smoothed download speed of this session in bytes per second (resumed bytes do not count); `nil` when not
+    /// downloading. Not persisted.
+    public var bytesPerSecond: Double?
+    /// Estimated seconds until completion at the current speed; `nil` when unknown. Not persisted.
+    public var estimatedTimeRemaining: TimeInterval?
 
     public var id: URL { url }
+
+    private enum CodingKeys: String, CodingKey {
+        case url, filename, fileURL, state, totalBytesWritten, totalBytesExpectedToWrite, md5, error
+    }
 
     /// Creates a receipt.
     public init(
@@ -48,6 +57,10 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         let progress = Progress(totalUnitCount: totalBytesExpectedToWrite ?? -1)
         progress.kind = .file
         progress.completedUnitCount = totalBytesWritten
+        if let bytesPerSecond { progress.setUserInfoObject(NSNumber(value: Int(bytesPerSecond)), forKey: .throughputKey) }
+        if let estimatedTimeRemaining {
+            progress.setUserInfoObject(NSNumber(value: estimatedTimeRemaining), forKey: .estimatedTimeRemainingKey)
+        }
         return progress
     }
 }

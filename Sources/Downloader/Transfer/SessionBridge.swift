@@ -38,6 +38,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// so a cancel is deferred to the task's next event.
         var redirectInFlight = false
         var cancelDeferred = false
+        /// How the request ended, kept for the caller until the task really completes.
+        var pendingEnd: RequestEnd?
+        var closedAt: UInt64 = 0
     }
 
     private struct State {
@@ -100,7 +103,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                     return
                 }
                 if Task.isCancelled {
-                    close(taskIdentifier: id, with: .cancelled)
+                    // Never started: no completion will come, so end it here.
+                    let entry = state.withLock { $0.entries.removeValue(forKey: id) }
+                    entry?.continuation?.resume(returning: .cancelled)
                 } else {
                     controlQueue.async { task.resume() }
                 }
@@ -110,27 +115,26 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         }
     }
 
-    /// Closes a request from any thread: late events are dropped from now on, the waiting caller gets `end` once the
-    /// delegate queue has finished any event it was handling, and the task is cancelled on the control queue.
+    /// Closes a request from any thread: late events are dropped from now on and the task is cancelled on the
+    /// control queue. The waiting caller gets `end` when URLSession reports the task complete, so that whatever
+    /// follows (a retry, the next download in the queue) never overlaps the old connection.
     func close(taskIdentifier id: Int, with end: RequestEnd) {
-        guard let (continuation, task) = markClosed(id) else { return }
-        // Resume behind the delegate queue's current work, so the sink is no longer in use when the caller goes on.
-        delegateQueue.addOperation { continuation?.resume(returning: end) }
-        if let task { controlQueue.async { task.cancel() } }
+        guard let task = markClosed(id, with: end) else { return }
+        controlQueue.async { task.cancel() }
     }
 
-    /// Marks a request closed and takes its continuation.
-    /// - Returns: `nil` if it was closed already; otherwise the continuation and the task to cancel now (`nil` when
-    ///   the cancel must wait for the end of a redirect).
-    private func markClosed(_ id: Int) -> (CheckedContinuation<RequestEnd, Never>?, URLSessionDataTask?)? {
-        state.withLock { state -> (CheckedContinuation<RequestEnd, Never>?, URLSessionDataTask?)? in
+    /// Marks a request closed and remembers how it ended.
+    /// - Returns: the task to cancel now; `nil` when it was closed already or the cancel must wait for the end of a
+    ///   redirect.
+    private func markClosed(_ id: Int, with end: RequestEnd) -> URLSessionDataTask? {
+        state.withLock { state -> URLSessionDataTask? in
             guard var entry = state.entries[id], !entry.closed else { return nil }
             entry.closed = true
-            let continuation = entry.continuation
-            entry.continuation = nil
+            entry.pendingEnd = end
+            entry.closedAt = DispatchTime.now().uptimeNanoseconds
             if entry.redirectInFlight { entry.cancelDeferred = true }
             state.entries[id] = entry
-            return (continuation, entry.redirectInFlight ? nil : entry.task)
+            return entry.redirectInFlight ? nil : entry.task
         }
     }
 
@@ -150,11 +154,12 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     /// Cancels every request and invalidates the session. The bridge cannot be used afterwards.
     func invalidate() {
-        let ids = state.withLock { state -> [Int] in
+        let entries = state.withLock { state -> [Entry] in
             state.invalidated = true
-            return Array(state.entries.keys)
+            defer { state.entries.removeAll() }
+            return Array(state.entries.values)
         }
-        for id in ids { close(taskIdentifier: id, with: .cancelled) }
+        for entry in entries { entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled) }
         watchdog.cancel()
         let session = self.session!
         controlQueue.async { session.invalidateAndCancel() }
@@ -164,9 +169,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     /// Closes a request from inside a delegate callback (the sink decided).
     private func closeFromDelegate(_ id: Int, with end: RequestEnd) {
-        guard let (continuation, task) = markClosed(id) else { return }
-        continuation?.resume(returning: end)
-        if let task { controlQueue.async { task.cancel() } }
+        if let task = markClosed(id, with: end) { controlQueue.async { task.cancel() } }
     }
 
     /// The sink of an open request, marking activity for the watchdog; `nil` once closed.
@@ -206,12 +209,12 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let id = task.taskIdentifier
         redirectSettled(id)
-        let open = state.withLock { state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?)? in
-            guard let entry = state.entries.removeValue(forKey: id), !entry.closed else { return nil }
-            return (entry.sink, entry.continuation)
+        let finished = state.withLock { state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?)? in
+            guard let entry = state.entries.removeValue(forKey: id) else { return nil }
+            return (entry.sink, entry.continuation, entry.closed ? entry.pendingEnd : nil)
         }
-        guard let (sink, continuation) = open else { return }
-        continuation?.resume(returning: sink.complete(error: error))
+        guard let (sink, continuation, pendingEnd) = finished else { return }
+        continuation?.resume(returning: pendingEnd ?? sink.complete(error: error))
     }
 
     func urlSession(
@@ -262,16 +265,28 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     // MARK: - Watchdog
 
+    /// Closes requests that received nothing for `stallTimeout`, and releases callers of closed requests whose
+    /// completion never came (5 s after the close).
     private func checkForStalls() {
         let limit = UInt64(configuration.stallTimeout * 1e9)
+        let grace: UInt64 = 5_000_000_000
         let now = DispatchTime.now().uptimeNanoseconds
-        let stalled = state.withLock { state -> [(Int, URL)] in
-            state.entries.compactMap { id, entry in
-                !entry.closed && now > entry.lastActivity && now - entry.lastActivity > limit ? (id, entry.originalURL) : nil
+        let (stalled, abandoned) = state.withLock { state -> ([(Int, URL)], [Entry]) in
+            var stalled: [(Int, URL)] = []
+            var abandoned: [Entry] = []
+            for (id, entry) in state.entries {
+                if !entry.closed {
+                    if now > entry.lastActivity && now - entry.lastActivity > limit { stalled.append((id, entry.originalURL)) }
+                } else if now > entry.closedAt && now - entry.closedAt > grace {
+                    abandoned.append(entry)
+                    state.entries[id] = nil
+                }
             }
+            return (stalled, abandoned)
         }
         for (id, url) in stalled {
             close(taskIdentifier: id, with: .failed(.stalled(url, seconds: configuration.stallTimeout)))
         }
+        for entry in abandoned { entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled) }
     }
 }

@@ -1,0 +1,39 @@
+import Foundation
+
+extension DownloadManager {
+    /// How a manager behaves. Every property but `directory` has a default.
+    public struct Configuration: Sendable {
+        /// Holds `receipts.json`, the `downloading/` area (partial files and their saved hash state) and the
+        /// `completed/` area (whole, verified files only).
+        public var directory: URL
+        /// How many downloads transfer at once; the rest wait as `.willResume`. Default 4.
+        public var maximumActiveDownloads: Int
+        /// Which waiting download starts next. Default `.fifo`.
+        public var prioritization: DownloadPrioritization
+        /// How many times a transient fault (lost connection, stall, 408, 429, 5xx) is retried, each time resuming by
+        /// Range, before the download fails. Default 5.
+        public var retryLimit: Int
+        /// The first retry waits about this long (seconds); each further retry doubles it, with jitter, up to
+        /// `maximumRetryDelay`. A server's `Retry-After` wins. Default 1.
+        public var retryBaseDelay: TimeInterval
+        /// The longest wait between retries without `Retry-After` (seconds). Default 60.
+        public var maximumRetryDelay: TimeInterval
+        /// A request that receives no byte for this long is closed and retried (seconds). Default 30.
+        public var stallTimeout: TimeInterval
+        /// Bytes per Range request; memory use is bounded by about this much per active download. Default 16 MiB.
+        public var windowSize: Int
+
+        /// Creates a configuration with the defaults.
+        /// - Parameter directory: where receipts and files live.
+        public init(directory: URL) {
+            self.directory = directory
+            maximumActiveDownloads = 4
+            prioritization = .fifo
+            retryLimit = 5
+            retryBaseDelay = 1
+            maximumRetryDelay = 60
+            stallTimeout = 30
+            windowSize = 16 << 20
+        }
+    }
+}

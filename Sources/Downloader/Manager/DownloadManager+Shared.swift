@@ -1,0 +1,25 @@
+import Foundation
+
+extension DownloadManager {
+    /// The shared manager, keeping its files in the user's cache directory (`$XDG_CACHE_HOME` or `~/.cache` on
+    /// Linux, `~/Library/Caches` on macOS) under `Downloader`.
+    public static let shared: DownloadManager = {
+        let configuration = Configuration(directory: defaultDirectory)
+        // If the directory cannot be created now, each download reports the file-system error itself.
+        return (try? DownloadManager(configuration: configuration)) ?? DownloadManager(unvalidated: configuration)
+    }()
+
+    /// `<cache directory>/Downloader`.
+    public static var defaultDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        #if os(Linux)
+            if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
+                return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("Downloader", isDirectory: true)
+            }
+        #endif
+        let caches =
+            FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? URL(fileURLWithPath: NSHomeDirectory(), isDirectory: true).appendingPathComponent(".cache")
+        return caches.appendingPathComponent("Downloader", isDirectory: true)
+    }
+}

@@ -1,0 +1,287 @@
+import Foundation
+import HTTPTestServer
+import Synchronization
+import Testing
+
+@testable import Downloader
+
+@Suite("DownloadManager")
+final class DownloadManagerTests: Sendable {
+    let server: HTTPTestServer
+    let temporary: TemporaryDirectory
+
+    init() throws {
+        server = try HTTPTestServer()
+        temporary = try TemporaryDirectory()
+    }
+
+    deinit {
+        server.stop()
+        temporary.remove()
+    }
+
+    func makeManager(
+        maximumActive: Int = 4, prioritization: DownloadPrioritization = .fifo, retryLimit: Int = 5,
+        stallTimeout: TimeInterval = 10, directory: URL? = nil, window: Int = 16 << 20
+    ) throws -> DownloadManager {
+        var configuration = DownloadManager.Configuration(directory: directory ?? temporary.url)
+        configuration.maximumActiveDownloads = maximumActive
+        configuration.prioritization = prioritization
+        configuration.retryLimit = retryLimit
+        configuration.retryBaseDelay = 0.01
+        configuration.stallTimeout = stallTimeout
+        configuration.windowSize = window
+        return try DownloadManager(configuration: configuration)
+    }
+
+    func gets(_ name: String) -> [RecordedRequest] {
+        server.requests.filter { $0.method == "GET" && $0.path == "/bytes/\(name)" }
+    }
+
+    @Test("A download returns a completed, verified receipt whose file is in the completed area")
+    func downloadCompletes() async throws {
+        let manager = try makeManager()
+        let receipt = try await manager.download(server.url("/bytes/one?size=300000"))
+        #expect(receipt.state == .completed)
+        #expect(receipt.md5 == TestContent(name: "one", size: 300_000).md5.hexString)
+        #expect(try md5OfFile(receipt.fileURL).hexString == receipt.md5)
+        #expect(receipt.totalBytesWritten == 300_000 && receipt.totalBytesExpectedToWrite == 300_000)
+        #expect(await manager.receipt(for: server.url("/bytes/one?size=300000")) == receipt)
+        await manager.shutdown()
+    }
+
+    @Test("Never more than the limit transfer at once, as the server counts it", arguments: [1, 3])
+    func concurrencyLimit(limit: Int) async throws {
+        let manager = try makeManager(maximumActive: limit)
+        let urls = (0..<8).map { server.url("/bytes/c\(limit)-\($0)?size=100000&rate=1000000") }
+        try await withThrowingTaskGroup(of: DownloadReceipt.self) { group in
+            for url in urls { group.addTask { try await manager.download(url) } }
+            for try await receipt in group { #expect(receipt.state == .completed) }
+        }
+        #expect(server.statistics.peakActiveRequests == limit)
+        await manager.shutdown()
+    }
+
+    @Test("Waiting downloads start in FIFO or LIFO order", arguments: [DownloadPrioritization.fifo, .lifo])
+    func startOrder(prioritization: DownloadPrioritization) async throws {
+        let manager = try makeManager(maximumActive: 1, prioritization: prioritization)
+        let names = (0..<5).map { "o\($0)" }
+        let urls = names.map { server.url("/bytes/\($0)?size=20000&rate=400000") }
+        for url in urls { await manager.enqueue(url) }
+        for url in urls { _ = try await manager.download(url) }  // joins each: waits without changing the order
+        var firstSeen: [String] = []
+        for request in server.requests where !firstSeen.contains(request.path) { firstSeen.append(request.path) }
+        let expected = prioritization == .fifo ? names : [names[0]] + names.dropFirst().reversed()
+        #expect(firstSeen == expected.map { "/bytes/\($0)" })
+        await manager.shutdown()
+    }
+
+    @Test("Duplicate requests for one URL join: the file is fetched once and every caller gets it")
+    func duplicatesJoin() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/dup?size=200000&rate=2000000")
+        let callbacks = Mutex(0)
+        await manager.enqueue(url, completion: { result in if case .success = result { callbacks.withLock { $0 += 1 } } })
+        let receipts = try await withThrowingTaskGroup(of: DownloadReceipt.self) { group in
+            for _ in 0..<5 { group.addTask { try await manager.download(url) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(receipts.count == 5 && Set(receipts).count == 1)
+        #expect(callbacks.withLock { $0 } == 1)
+        #expect(gets("dup").count == 1)
+    }
+
+    @Test("A completed URL returns at once; if its file was deleted it downloads again")
+    func completedAndStale() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/stale?size=5000")
+        let first = try await manager.download(url)
+        let again = try await manager.download(url)
+        #expect(again == first && gets("stale").count == 1)
+        try FileManager.default.removeItem(at: first.fileURL)
+        let third = try await manager.download(url)
+        #expect(third.state == .completed && gets("stale").count == 2)
+        #expect(FileManager.default.fileExists(atPath: third.fileURL.path))
+    }
+
+    @Test("Suspend mid-file keeps the partial file; resume continues by Range to MD5-correct bytes")
+    func suspendAndResume() async throws {
+        let manager = try makeManager(window: 65_536)
+        let size = 600_000
+        let url = server.url("/bytes/sr?size=\(size)&rate=600000")
+        await manager.enqueue(url)
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 200_000 })
+        await manager.suspend(url)
+        await manager.waitUntilQuiet()
+        let suspended = try #require(await manager.receipt(for: url))
+        #expect(suspended.state == .suspended)
+        let kept = try #require(fileSize(DownloadDirectory(root: temporary.url).partialFile(for: url)))
+        #expect(kept > 0 && kept < Int64(size) && suspended.totalBytesWritten == kept)
+
+        await manager.resume(url)
+        let receipt = try await manager.download(url)
+        #expect(receipt.md5 == TestContent(name: "sr", size: size).md5.hexString)
+        #expect(gets("sr").contains { $0.rangeStart == Int(kept) })
+    }
+
+    @Test("Remove deletes the files and the receipt and fails waiting callers")
+    func removeDeletesEverything() async throws {
+        let manager = try makeManager()
+        let done = try await manager.download(server.url("/bytes/rm1?size=1000"))
+        let running = server.url("/bytes/rm2?size=500000&rate=500000")
+        let waiter = Task { try await manager.download(running) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 50_000 })
+        await manager.remove(running)
+        await manager.remove(done)
+        await #expect(throws: DownloadError.cancelled) { try await waiter.value }
+        await manager.waitUntilQuiet()
+        #expect(await manager.allReceipts.isEmpty)
+        #expect(temporary.files().filter { !$0.hasPrefix("receipts.json") }.isEmpty)
+    }
+
+    @Test("After an abrupt stop a second manager finds every unfinished download suspended and resumes it by Range")
+    func secondManagerResumes() async throws {
+        let first = try makeManager(window: 65_536)
+        let names = ["k0", "k1", "k2"]
+        let urls = names.map { server.url("/bytes/\($0)?size=400000&rate=200000") }
+        for url in urls { await first.enqueue(url) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 150_000 })
+        await first.saveReceiptsNow()  // what the debounced save does within half a second anyway
+        // What kill -9 leaves behind: the files as they are at this instant, copied in the order a crash could
+        // leave them (receipts and saved hash states first, then the partial files, which only grow).
+        let crash = try TemporaryDirectory()
+        defer { crash.remove() }
+        let fm = FileManager.default
+        try fm.copyItem(at: temporary.url.appendingPathComponent("receipts.json"), to: crash.url.appendingPathComponent("receipts.json"))
+        try fm.createDirectory(at: crash.url.appendingPathComponent("downloading"), withIntermediateDirectories: true)
+        let downloading = temporary.url.appendingPathComponent("downloading")
+        let items = try fm.contentsOfDirectory(atPath: downloading.path).sorted { $0.hasSuffix(".json") && !$1.hasSuffix(".json") }
+        for item in items {
+            try fm.copyItem(at: downloading.appendingPathComponent(item), to: crash.url.appendingPathComponent("downloading/\(item)"))
+        }
+        await first.shutdown()
+
+        let second = try makeManager(directory: crash.url, window: 65_536)
+        let loaded = await second.allReceipts
+        #expect(loaded.count == 3 && loaded.allSatisfy { $0.state == .suspended })
+        let partials = loaded.map(\.totalBytesWritten)
+        #expect(partials.contains { $0 > 0 })
+        server.resetStatistics()
+        await second.resumeAll()
+        for (index, url) in urls.enumerated() {
+            let receipt = try await second.download(url)
+            #expect(receipt.md5 == TestContent(name: names[index], size: 400_000).md5.hexString)
+            if partials[index] > 0 {
+                #expect(gets(names[index]).first?.rangeStart == Int(partials[index]))
+            }
+        }
+        await second.shutdown()
+    }
+
+    @Test("A corrupt receipts file is moved aside and reported; the manager still starts and works")
+    func corruptReceipts() async throws {
+        try Data("{ not json".utf8).write(to: temporary.url.appendingPathComponent("receipts.json"))
+        let manager = try makeManager()
+        #expect(manager.receiptsRecoveryError == .corruptReceipts)
+        #expect(await manager.allReceipts.isEmpty)
+        #expect(temporary.files().contains { $0.hasPrefix("receipts.json.corrupt-") })
+        let receipt = try await manager.download(server.url("/bytes/after?size=100"))
+        #expect(receipt.state == .completed)
+    }
+
+    @Test("Transient faults retry with backoff: 503 with Retry-After, and dropped connections resume by Range")
+    func retries() async throws {
+        let manager = try makeManager(window: 65_536)
+        let busy = try await manager.download(server.url("/bytes/busy?size=1000&status=503&statusCount=2&retryAfter=0"))
+        #expect(busy.state == .completed)
+        #expect(server.requests.filter { $0.path == "/bytes/busy" }.count == 4)  // 503, 503, then HEAD and GET
+
+        let dropped = try await manager.download(server.url("/bytes/drops?size=300000&dropAt=100000&dropCount=1"))
+        #expect(dropped.md5 == TestContent(name: "drops", size: 300_000).md5.hexString)
+        #expect(gets("drops").contains { $0.rangeStart == 100_000 })
+    }
+
+    @Test("After the retry limit the download fails with the last error; 404 fails at once")
+    func retryLimitAndPermanentErrors() async throws {
+        let manager = try makeManager(retryLimit: 2)
+        await #expect(throws: DownloadError.httpStatus) {
+            try await manager.download(self.server.url("/bytes/down?size=10&status=503"))
+        }
+        #expect(server.requests.filter { $0.path == "/bytes/down" }.count == 3)
+        let failed = try #require(await manager.receipt(for: server.url("/bytes/down?size=10&status=503")))
+        #expect(failed.state == .failed && failed.error?.statusCode == 503)
+
+        await #expect(throws: DownloadError.httpStatus) { try await manager.download(self.server.url("/status/404")) }
+        #expect(server.requests.filter { $0.path == "/status/404" }.count == 1)
+    }
+
+    @Test("A stall longer than the watchdog is closed and retried from where it stopped")
+    func stallWatchdog() async throws {
+        let manager = try makeManager(stallTimeout: 0.5)
+        let receipt = try await manager.download(server.url("/bytes/stall?size=100000&stallAfter=30000&stall=20"))
+        #expect(receipt.md5 == TestContent(name: "stall", size: 100_000).md5.hexString)
+        // Every response stalls after 30 000 bytes: each time the watchdog closes it and the retry resumes there.
+        #expect(gets("stall").map(\.rangeStart) == [0, 30_000, 60_000, 90_000])
+    }
+
+    @Test("Cancelling the awaiting task throws CancellationError and suspends only if nobody else waits")
+    func cancellation() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/cx?size=400000&rate=400000")
+        let lonely = Task { try await manager.download(url) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 10_000 })
+        lonely.cancel()
+        await #expect(throws: CancellationError.self) { try await lonely.value }
+        #expect(await manager.receipt(for: url)?.state == .suspended)
+
+        let shared = server.url("/bytes/cy?size=300000&rate=600000")
+        let a = Task { try await manager.download(shared) }
+        let b = Task { try await manager.download(shared) }
+        #expect(await server.waitUntil { $0.requests.contains { $0.path == "/bytes/cy" && $0.method == "GET" } })
+        a.cancel()
+        await #expect(throws: CancellationError.self) { try await a.value }
+        let receipt = try await b.value
+        #expect(receipt.state == .completed)
+    }
+
+    @Test("events() reports state changes in order and throttled progress with speed and ETA")
+    func events() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/ev?size=400000&rate=800000")
+        let stream = await manager.events()
+        let collector = Task { () -> [DownloadEvent] in
+            var events: [DownloadEvent] = []
+            for await event in stream {
+                events.append(event)
+                if case .stateChanged(let receipt) = event, receipt.state == .completed { break }
+            }
+            return events
+        }
+        let started = Date()
+        _ = try await manager.download(url)
+        let events = await collector.value
+        let elapsed = Date().timeIntervalSince(started)
+        let states = events.compactMap { event -> DownloadState? in
+            if case .stateChanged(let receipt) = event { return receipt.state } else { return nil }
+        }
+        #expect(states == [.willResume, .downloading, .completed])
+        let progress = events.compactMap { event -> DownloadReceipt? in
+            if case .progress(let receipt) = event { return receipt } else { return nil }
+        }
+        #expect(progress.count >= 2)
+        #expect(Double(progress.count) <= elapsed * 10 + 2)
+        #expect(zip(progress, progress.dropFirst()).allSatisfy { $0.totalBytesWritten <= $1.totalBytesWritten })
+        #expect(progress.contains { ($0.bytesPerSecond ?? 0) > 0 && $0.estimatedTimeRemaining != nil })
+        #expect(progress.last?.progress.totalUnitCount == 400_000)
+    }
+
+    @Test("Bad URLs fail clearly without touching the network")
+    func badURLs() async throws {
+        let manager = try makeManager()
+        await #expect(throws: DownloadError.unsupportedScheme) { try await manager.download(URL(string: "ftp://h/x")!) }
+        await #expect(throws: DownloadError.invalidURL) { try await manager.download("not a url") }
+        let receipt = await manager.enqueue(URL(string: "file:///etc/passwd")!)
+        #expect(receipt.state == .failed && receipt.error == .unsupportedScheme)
+        #expect(server.requests.isEmpty)
+    }
+}
