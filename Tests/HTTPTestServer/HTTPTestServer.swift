@@ -324,7 +324,7 @@ public final class HTTPTestServer: Sendable {
         while sent < limit {
             if let stall = response.stall, !stalled, sent >= stall.after {
                 stalled = true
-                guard pause(seconds: stall.seconds) else { return false }
+                guard pause(seconds: stall.seconds, watching: fd) else { return false }
             }
             var count = min(chunkCapacity, limit - sent)
             if let rate = response.bytesPerSecond { count = min(count, max(1, rate / 50)) }
@@ -343,21 +343,32 @@ public final class HTTPTestServer: Sendable {
             if let rate = response.bytesPerSecond {
                 let due = started + UInt64(Double(sent) / Double(rate) * 1e9)
                 let now = DispatchTime.now().uptimeNanoseconds
-                if due > now { guard pause(seconds: Double(due - now) / 1e9) else { return false } }
+                if due > now { guard pause(seconds: Double(due - now) / 1e9, watching: fd) else { return false } }
             }
         }
         if response.dropAfter != nil || (response.announcedLength ?? total) != total { return false }
         return true
     }
 
-    /// Sleeps in short slices so that `stop()` interrupts it.
-    /// - Returns: `false` when the server is stopping.
-    private func pause(seconds: Double) -> Bool {
+    /// Waits in short slices so that `stop()` interrupts it, watching the connection: when the client hangs up the
+    /// pause ends at once, so the request stops counting as active as soon as the client has gone.
+    /// - Returns: `false` when the server is stopping or the client closed the connection.
+    private func pause(seconds: Double, watching fd: Int32) -> Bool {
         let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, seconds) * 1e9)
-        while DispatchTime.now().uptimeNanoseconds < deadline {
+        while true {
+            let now = DispatchTime.now().uptimeNanoseconds
+            guard now < deadline else { break }
             if isStopping { return false }
-            let left = deadline - DispatchTime.now().uptimeNanoseconds
-            usleep(useconds_t(min(left / 1000, 20_000)))
+            let left = deadline - now
+            #if os(Linux)
+                let pollReadHangUp: Int16 = 0x2000  // POLLRDHUP, a _GNU_SOURCE macro the Glibc module does not export
+                let events = pollReadHangUp | Int16(POLLHUP) | Int16(POLLERR)
+            #else
+                let events = Int16(POLLHUP) | Int16(POLLERR)
+            #endif
+            var descriptor = pollfd(fd: fd, events: events, revents: 0)
+            let ready = poll(&descriptor, 1, Int32(min(left / 1_000_000, 20)))
+            if ready > 0 && descriptor.revents != 0 { return false }
         }
         return !isStopping
     }

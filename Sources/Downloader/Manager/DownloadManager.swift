@@ -20,6 +20,7 @@ public actor DownloadManager {
     public nonisolated let receiptsRecoveryError: DownloadError?
 
     private struct ActiveDownload {
+        let url: URL
         let task: Task<Void, Never>
         let box: ProgressBox
         let generation: Int
@@ -41,9 +42,10 @@ public actor DownloadManager {
     private var scheduler: Scheduler
     /// Transfers holding a slot.
     private var active: [URL: ActiveDownload] = [:]
-    /// Transfers told to stop (suspend, remove, shutdown) that have not ended yet: they still hold their slot.
-    private var stopping: [URL: ActiveDownload] = [:]
-    /// Work that must end before the next transfer of a URL starts (a stopping transfer, a file clean-up).
+    /// Transfers told to stop (suspend, remove, shutdown) that have not ended yet, by generation: they still hold
+    /// their slot.
+    private var stopping: [Int: ActiveDownload] = [:]
+    /// Work that must end before the next transfer of a URL starts: stopping transfers and file clean-ups, chained.
     private var previousWork: [URL: Task<Void, Never>] = [:]
     private var waiters: [URL: [Waiter]] = [:]
     private var progressHandlers: [URL: [@Sendable (DownloadReceipt) -> Void]] = [:]
@@ -196,7 +198,7 @@ public actor DownloadManager {
         scheduler.remove(url)
         stopTransfer(url)
         progressHandlers[url] = nil
-        let previous = stopping[url]?.task ?? previousWork[url]
+        let previous = previousWork[url]
         let partial = directory.partialFile(for: url)
         let state = directory.stateFile(for: url)
         let completed = record.receipt.state == .completed ? record.receipt.fileURL : nil
@@ -348,10 +350,9 @@ public actor DownloadManager {
             let generation = nextGeneration
             let box = ProgressBox()
             box.update(written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite)
-            let previous = stopping[url]?.task ?? previousWork[url]
-            previousWork[url] = nil
+            let previous = previousWork.removeValue(forKey: url)
             let task = makeTransferTask(url: url, options: record.options, box: box, generation: generation, after: previous)
-            active[url] = ActiveDownload(task: task, box: box, generation: generation)
+            active[url] = ActiveDownload(url: url, task: task, box: box, generation: generation)
             record.receipt.state = .downloading
             records[url] = record
             changed(url)
@@ -406,14 +407,29 @@ public actor DownloadManager {
     /// Moves a running transfer to `stopping` and cancels it; its slot is freed when it has really ended.
     private func stopTransfer(_ url: URL) {
         guard let download = active.removeValue(forKey: url) else { return }
-        stopping[url] = download
+        stopping[download.generation] = download
         download.task.cancel()
+        let earlier = previousWork[url]
+        previousWork[url] = Task.detached {
+            await earlier?.value
+            await download.task.value
+        }
     }
 
     // MARK: - Internals: transfer callbacks
 
     private func transferFinished(_ url: URL, generation: Int, result: Result<TransferResult, DownloadError>) {
         guard let download = active[url], download.generation == generation else {
+            // Told to stop while it was finishing. A verified file still counts if the download is merely paused;
+            // if the download was removed meanwhile, the file it just produced goes too.
+            if case .success(let transfer) = result {
+                if let record = records[url], record.receipt.state == .suspended || record.receipt.state == .willResume {
+                    scheduler.remove(url)
+                    complete(url, with: transfer)
+                } else if records[url] == nil {
+                    try? FileManager.default.removeItem(at: transfer.fileURL)
+                }
+            }
             transferStopped(url, generation: generation)
             return
         }
@@ -423,13 +439,9 @@ public actor DownloadManager {
             record.receipt.estimatedTimeRemaining = nil
             switch result {
             case .success(let transfer):
-                record.receipt.state = .completed
-                record.receipt.fileURL = transfer.fileURL
-                record.receipt.filename = transfer.fileURL.lastPathComponent
-                record.receipt.totalBytesWritten = transfer.length
-                record.receipt.totalBytesExpectedToWrite = transfer.length
-                record.receipt.md5 = transfer.md5.hexString
-                record.receipt.error = nil
+                complete(url, with: transfer)
+                schedule()
+                return
             case .failure(let error):
                 record.receipt.state = .failed
                 record.receipt.error = error
@@ -437,17 +449,30 @@ public actor DownloadManager {
             }
             records[url] = record
             changed(url)
-            switch result {
-            case .success: succeedWaiters(of: url, with: record.receipt)
-            case .failure(let error): failWaiters(of: url, with: error)
-            }
+            if case .failure(let error) = result { failWaiters(of: url, with: error) }
         }
         schedule()
     }
 
+    /// Records a verified file and answers everyone waiting for it.
+    private func complete(_ url: URL, with transfer: TransferResult) {
+        guard var record = records[url] else { return }
+        record.receipt.state = .completed
+        record.receipt.fileURL = transfer.fileURL
+        record.receipt.filename = transfer.fileURL.lastPathComponent
+        record.receipt.totalBytesWritten = transfer.length
+        record.receipt.totalBytesExpectedToWrite = transfer.length
+        record.receipt.md5 = transfer.md5.hexString
+        record.receipt.error = nil
+        record.receipt.bytesPerSecond = nil
+        record.receipt.estimatedTimeRemaining = nil
+        records[url] = record
+        changed(url)
+        succeedWaiters(of: url, with: record.receipt)
+    }
+
     private func transferStopped(_ url: URL, generation: Int) {
-        if let download = stopping[url], download.generation == generation {
-            stopping[url] = nil
+        if stopping.removeValue(forKey: generation) != nil {
             if var record = records[url], record.receipt.state != .completed {
                 record.receipt.totalBytesWritten = Self.partialLength(directory.partialFile(for: url))
                 records[url] = record

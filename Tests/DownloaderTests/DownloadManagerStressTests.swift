@@ -1,0 +1,97 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// A small seeded generator (splitmix64): every run of the stress test makes the same choices.
+struct SeededGenerator: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite("DownloadManager stress")
+struct DownloadManagerStressTests {
+    @Test("200 downloads with random suspend, resume, remove and duplicates from 16 tasks end verified, with no stray files")
+    func randomOperations() async throws {
+        let server = try HTTPTestServer()
+        let temporary = try TemporaryDirectory()
+        defer {
+            server.stop()
+            temporary.remove()
+        }
+        var configuration = DownloadManager.Configuration(directory: temporary.url)
+        configuration.maximumActiveDownloads = 8
+        configuration.retryBaseDelay = 0.01
+        configuration.windowSize = 32_768
+        let manager = try DownloadManager(configuration: configuration)
+
+        var sizes = SeededGenerator(seed: 1)
+        let contents = (0..<200).map { TestContent(name: "s\($0)", size: Int.random(in: 1_000...120_000, using: &sizes)) }
+        let urls = contents.map { server.url("/bytes/\($0.name)?size=\($0.size)&rate=2000000") }
+
+        let deadline = ContinuousClock.now + .seconds(120)
+        await withTaskGroup(of: Void.self) { group in
+            for worker in 0..<16 {
+                group.addTask {
+                    var random = SeededGenerator(seed: UInt64(100 + worker))
+                    for _ in 0..<60 {
+                        let url = urls.randomElement(using: &random)!
+                        switch Int.random(in: 0..<10, using: &random) {
+                        case 0..<4: await manager.enqueue(url)
+                        case 4..<6: await manager.suspend(url)
+                        case 6..<8: await manager.resume(url)
+                        case 8: await manager.remove(url)
+                        default: await manager.enqueue(url)  // a duplicate of a likely running one
+                        }
+                        if Int.random(in: 0..<4, using: &random) == 0 { await Task.yield() }
+                    }
+                }
+            }
+        }
+        // Everything still known must now finish: resume and join each one.
+        let survivors = await manager.allReceipts.map(\.url)
+        #expect(!survivors.isEmpty && survivors.count < urls.count, "some downloads were removed and some survived")
+        let finished = try await withThrowingTaskGroup(of: DownloadReceipt?.self) { group in
+            for url in survivors { group.addTask { try await manager.download(url) } }
+            group.addTask {
+                try await Task.sleep(until: deadline)
+                return nil
+            }
+            var receipts: [DownloadReceipt] = []
+            for try await receipt in group {
+                guard let receipt else { break }
+                receipts.append(receipt)
+                if receipts.count == survivors.count { break }
+            }
+            group.cancelAll()
+            return receipts
+        }
+        #expect(finished.count == survivors.count, "bounded time: all survivors finished before the deadline")
+        await manager.waitUntilQuiet()
+
+        let byURL = Dictionary(uniqueKeysWithValues: zip(urls, contents))
+        for receipt in finished {
+            let content = try #require(byURL[receipt.url])
+            #expect(receipt.state == .completed)
+            #expect(receipt.md5 == content.md5.hexString)
+            #expect(try md5OfFile(receipt.fileURL) == content.md5)
+        }
+        let expectedFiles = Set(finished.map { "completed/" + $0.fileURL.lastPathComponent })
+        let files = Set(temporary.files().filter { !$0.hasPrefix("receipts.json") })
+        let stray = files.subtracting(expectedFiles)
+        let missing = expectedFiles.subtracting(files)
+        #expect(stray.isEmpty && missing.isEmpty, "stray: \(stray.sorted()), missing: \(missing.sorted())")
+        #expect(server.statistics.peakActiveRequests <= 8)
+        await manager.shutdown()
+    }
+}
