@@ -1,7 +1,6 @@
 import Dispatch
 import Downloader
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -34,7 +33,7 @@ public final class HTTPTestServer: Sendable {
     private let maximumConnections: Int
     private let maximumRequestsPerConnection: Int
     private let threads = DispatchGroup()
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct Waiter: Sendable {
         let id: Int

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 
 /// One persisted download: its receipt and the options needed to resume it after a restart.
 struct ReceiptRecord: Codable, Sendable, Equatable {
@@ -19,9 +18,9 @@ final class ReceiptStore: Sendable {
     let fileURL: URL
     private let queue = DispatchQueue(label: "Downloader.ReceiptStore")
     private let debounce: TimeInterval
-    private let pending = Mutex<(records: [ReceiptRecord]?, scheduled: Bool)>((nil, false))
+    private let pending = Locked<(records: [ReceiptRecord]?, scheduled: Bool)>((nil, false))
     /// The last error while saving, if any (a full disk must not stop downloads that are still fine).
-    let lastSaveError = Mutex<DownloadError?>(nil)
+    let lastSaveError = Locked<DownloadError?>(nil)
 
     init(fileURL: URL, debounce: TimeInterval = 0.5) {
         self.fileURL = fileURL

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -49,7 +48,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     }
 
     let configuration: Configuration
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let controlQueue = DispatchQueue(label: "Downloader.SessionBridge.control")
     private let delegateQueue: OperationQueue
     private let watchdog: DispatchSourceTimer

@@ -167,12 +167,15 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     }
 }
 
-/// The sink of the HEAD probe: keeps the response.
-final class ProbeSink: TransferSink, @unchecked Sendable {
-    private(set) var response: HTTPURLResponse?
+/// The sink of the HEAD probe: keeps the response (behind a lock: the caller may be resumed from another thread when
+/// a closed request never completes).
+final class ProbeSink: TransferSink, Sendable {
+    private let stored = Locked<HTTPURLResponse?>(nil)
+
+    var response: HTTPURLResponse? { stored.withLock { $0 } }
 
     func receive(response: URLResponse) -> RequestEnd? {
-        self.response = response as? HTTPURLResponse
+        stored.withLock { $0 = response as? HTTPURLResponse }
         return nil
     }
 
