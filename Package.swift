@@ -25,6 +25,8 @@ let package = Package(
         ),
         .testTarget(name: "DownloaderTests", dependencies: ["Downloader", "HTTPTestServer"]),
         .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "Downloader"]),
+        // Runs the built `dl` binary as a child process; depending on it makes `swift test` build it.
+        .testTarget(name: "dlTests", dependencies: ["dl", "HTTPTestServer", "Downloader"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -22,6 +22,9 @@ extension DownloadManager {
         public var stallTimeout: TimeInterval
         /// Bytes per Range request; memory use is bounded by about this much per active download. Default 16 MiB.
         public var windowSize: Int
+        /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
+        /// somewhere else, as `dl` does with its `--dir`, while the state stays in `directory`.
+        public var completedDirectory: URL?
 
         /// Creates a configuration with the defaults.
         /// - Parameter directory: where receipts and files live.
@@ -34,6 +37,7 @@ extension DownloadManager {
             maximumRetryDelay = 60
             stallTimeout = 30
             windowSize = 16 << 20
+            completedDirectory = nil
         }
     }
 }

@@ -59,13 +59,13 @@ public actor DownloadManager {
     /// - Throws: `DownloadError.fileSystem` when the directory cannot be created. A corrupt receipts file is not an
     ///   error: it is moved aside and reported in `receiptsRecoveryError`.
     public init(configuration: Configuration) throws {
-        try DownloadDirectory(root: configuration.directory).createAreas()
+        try DownloadDirectory(root: configuration.directory, completed: configuration.completedDirectory).createAreas()
         self.init(unvalidated: configuration)
     }
 
     init(unvalidated configuration: Configuration) {
         self.configuration = configuration
-        directory = DownloadDirectory(root: configuration.directory)
+        directory = DownloadDirectory(root: configuration.directory, completed: configuration.completedDirectory)
         store = ReceiptStore(fileURL: configuration.directory.appendingPathComponent("receipts.json"))
         bridge = SessionBridge(
             configuration: .init(

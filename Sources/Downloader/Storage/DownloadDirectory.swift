@@ -4,9 +4,18 @@ import Foundation
 /// `completed/` holds only whole, verified files.
 struct DownloadDirectory: Sendable {
     let root: URL
+    private let completedOverride: URL?
+
+    /// - Parameters:
+    ///   - root: holds the receipts and the downloading area.
+    ///   - completed: where verified files go; `root/completed` when `nil`.
+    init(root: URL, completed: URL? = nil) {
+        self.root = root
+        self.completedOverride = completed
+    }
 
     var downloadingArea: URL { root.appendingPathComponent("downloading", isDirectory: true) }
-    var completedArea: URL { root.appendingPathComponent("completed", isDirectory: true) }
+    var completedArea: URL { completedOverride ?? root.appendingPathComponent("completed", isDirectory: true) }
 
     /// Creates the directory and both areas if needed.
     /// - Throws: `DownloadError.fileSystem` when they cannot be created.

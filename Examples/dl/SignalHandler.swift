@@ -1,0 +1,62 @@
+import Dispatch
+import Downloader
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Turns SIGINT and SIGTERM into a clean stop: every download is suspended and the receipts are saved before the
+/// process exits with 130 or 143, so the same command resumes later. A second signal exits immediately.
+final class SignalHandler: @unchecked Sendable {
+    private let manager: DownloadManager
+    private let renderer: ProgressRenderer
+    private let directory: URL
+    private let lock = NSLock()
+    private var stopping = false
+    private var sources: [DispatchSourceSignal] = []
+
+    init(manager: DownloadManager, renderer: ProgressRenderer, directory: URL) {
+        self.manager = manager
+        self.renderer = renderer
+        self.directory = directory
+    }
+
+    /// Whether a signal has started the clean stop.
+    var isStopping: Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        return stopping
+    }
+
+    func install() {
+        for (number, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in handle(status: status) }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    private func handle(status: Int32) {
+        lock.lock()
+        let second = stopping
+        stopping = true
+        lock.unlock()
+        if second { exit(status) }
+        Task {
+            await manager.shutdown()
+            renderer.finish()
+            renderer.printError("dl: stopped; state saved in \(directory.path), run the same command to resume")
+            exit(status)
+        }
+    }
+
+    /// Parks the main flow while the signal task finishes the stop and exits.
+    func waitForever() async {
+        while true { try? await Task.sleep(for: .seconds(60)) }
+    }
+}

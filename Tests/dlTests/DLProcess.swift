@@ -1,0 +1,79 @@
+import Foundation
+import HTTPTestServer
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The `dl` binary built next to the test bundle, run as a child process.
+final class DLProcess: @unchecked Sendable {
+    struct Outcome: Sendable {
+        let status: Int32
+        let stdout: String
+        let stderr: String
+
+        var lines: [String] { stdout.split(separator: "\n").map(String.init) }
+    }
+
+    static var binary: URL {
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = testBinary.deletingLastPathComponent()
+        // On macOS the tests run inside an .xctest bundle: step out of it.
+        while directory.pathExtension == "xctest" || directory.lastPathComponent == "MacOS"
+            || directory.lastPathComponent == "Contents"
+        {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent("dl")
+    }
+
+    private let process = Process()
+    private let output = Pipe()
+    private let errors = Pipe()
+    private let collected = Locked((stdout: Data(), stderr: Data()))
+
+    /// Starts `dl` with `arguments` in `directory`.
+    init(_ arguments: [String], in directory: URL) throws {
+        process.executableURL = Self.binary
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        let collected = self.collected
+        output.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            collected.withLock { $0.stdout.append(data) }
+        }
+        errors.fileHandleForReading.readabilityHandler = { handle in
+            let data = handle.availableData
+            collected.withLock { $0.stderr.append(data) }
+        }
+        try process.run()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+
+    func send(_ signal: Int32) {
+        kill(process.processIdentifier, signal)
+    }
+
+    /// Waits for the process to end (on a thread of its own) and returns what it printed.
+    func wait() async -> Outcome {
+        let process = self.process
+        await RawHTTPClient.onThread { process.waitUntilExit() }
+        output.fileHandleForReading.readabilityHandler = nil
+        errors.fileHandleForReading.readabilityHandler = nil
+        let rest = (output.fileHandleForReading.readDataToEndOfFile(), errors.fileHandleForReading.readDataToEndOfFile())
+        let (out, err) = collected.withLock { ($0.stdout + rest.0, $0.stderr + rest.1) }
+        let status = process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        return Outcome(status: status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+    }
+
+    /// Runs `dl` to the end.
+    static func run(_ arguments: [String], in directory: URL) async throws -> Outcome {
+        try await DLProcess(arguments, in: directory).wait()
+    }
+}
