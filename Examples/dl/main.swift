@@ -57,8 +57,9 @@ let renderer = ProgressRenderer(
 let signals = SignalHandler(manager: manager, renderer: renderer, directory: directory)
 signals.install()
 
+let stream = await manager.events()  // subscribe before anything is queued, so no state change is missed
 let events = Task {
-    for await event in await manager.events() { renderer.handle(event) }
+    for await event in stream { renderer.handle(event) }
 }
 
 let options = DownloadOptions(headers: arguments.headers, expectedMD5: arguments.md5, naming: arguments.naming)

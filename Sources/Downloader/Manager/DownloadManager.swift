@@ -473,10 +473,11 @@ public actor DownloadManager {
 
     private func transferStopped(_ url: URL, generation: Int) {
         if stopping.removeValue(forKey: generation) != nil {
-            if var record = records[url], record.receipt.state != .completed {
+            if var record = records[url], record.receipt.state == .suspended, active[url] == nil {
+                // The transfer has really ended: report the partial file's true length.
                 record.receipt.totalBytesWritten = Self.partialLength(directory.partialFile(for: url))
                 records[url] = record
-                persist()
+                changed(url)
             }
         } else if let download = active[url], download.generation == generation {
             // Cancelled without being asked (should not happen): treat it as suspended.
