@@ -43,21 +43,11 @@ public final class RawHTTPClient {
 
     /// Connects to 127.0.0.1 at `port`, with a receive timeout so that no read blocks forever.
     public init(port: Int, timeoutSeconds: Int = 10) throws {
-        #if canImport(Darwin)
-            fd = socket(AF_INET, SOCK_STREAM, 0)
-        #else
-            fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #endif
+        fd = Socket.makeTCPSocket()
         guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        #if canImport(Darwin)
-            address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
-        #endif
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = UInt16(port).bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var address = Socket.loopbackAddress(port: port)
         let result = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))

@@ -14,25 +14,36 @@ enum Socket {
         var description: String { "\(call) failed: \(String(cString: strerror(code)))" }
     }
 
-    /// Creates a TCP socket listening on 127.0.0.1 at an ephemeral port.
-    /// - Returns: the descriptor and the port the kernel chose.
-    static func listenOnLoopback(backlog: Int32 = 512) throws -> (fd: Int32, port: Int) {
+    /// A new TCP socket descriptor, or -1.
+    static func makeTCPSocket() -> Int32 {
         #if canImport(Darwin)
-            let fd = socket(AF_INET, SOCK_STREAM, 0)
+            return socket(AF_INET, SOCK_STREAM, 0)
         #else
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            return socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #endif
-        guard fd >= 0 else { throw Failure(call: "socket", code: errno) }
-        var one: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    }
 
+    /// The IPv4 address 127.0.0.1:`port` (0 lets the kernel choose when binding).
+    static func loopbackAddress(port: Int) -> sockaddr_in {
         var address = sockaddr_in()
         #if canImport(Darwin)
             address.sin_len = UInt8(MemoryLayout<sockaddr_in>.size)
         #endif
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+
+    /// Creates a TCP socket listening on 127.0.0.1 at an ephemeral port.
+    /// - Returns: the descriptor and the port the kernel chose.
+    static func listenOnLoopback(backlog: Int32 = 512) throws -> (fd: Int32, port: Int) {
+        let fd = makeTCPSocket()
+        guard fd >= 0 else { throw Failure(call: "socket", code: errno) }
+        var one: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+
+        var address = loopbackAddress(port: 0)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))

@@ -114,6 +114,26 @@ final class HTTPTestServerTests {
         #expect(!third.truncated && third.body.count == 100_000)
     }
 
+    @Test("dropAt closes when the file offset reaches N, in whichever response covers it, once by default")
+    func dropAtFileOffset() throws {
+        let target = "/bytes/da?size=100000&dropAt=70000"
+        let window = try RawHTTPClient(port: server.port).send("GET", target, headers: ["Range": "bytes=0-65535"])
+        #expect(!window.truncated && window.body.count == 65_536)  // does not cover 70 000
+        let next = try RawHTTPClient(port: server.port).send("GET", target, headers: ["Range": "bytes=65536-"])
+        #expect(next.truncated && next.body == TestContent(name: "da", size: 100_000).bytes(in: 65_536..<70_000))
+        let again = try RawHTTPClient(port: server.port).send("GET", target, headers: ["Range": "bytes=65536-"])
+        #expect(!again.truncated && again.body.count == 34_464)
+    }
+
+    @Test("nohead refuses HEAD with 405 and serves GET")
+    func noHead() throws {
+        let client = try RawHTTPClient(port: server.port)
+        let head = try client.send("HEAD", "/bytes/nh?size=10&nohead=1")
+        #expect(head.status == 405 && head.body.isEmpty)
+        let get = try client.send("GET", "/bytes/nh?size=10&nohead=1")
+        #expect(get.status == 200 && get.body.count == 10)
+    }
+
     @Test("drop=0 closes before the first body byte")
     func dropBeforeBody() throws {
         let reply = try RawHTTPClient(port: server.port).send("GET", "/bytes/d0?size=1000&drop=0")

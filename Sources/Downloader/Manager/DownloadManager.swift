@@ -557,23 +557,21 @@ public actor DownloadManager {
     }
 
     private func succeedWaiters(of url: URL, with receipt: DownloadReceipt) {
-        let list = waiters.removeValue(forKey: url) ?? []
-        progressHandlers[url] = nil
-        for waiter in list {
-            switch waiter {
-            case .continuation(_, let continuation): continuation.resume(returning: receipt)
-            case .callback(let callback): callback(.success(receipt))
-            }
-        }
+        finishWaiters(of: url, with: .success(receipt))
     }
 
     private func failWaiters(of url: URL, with error: DownloadError) {
+        finishWaiters(of: url, with: .failure(error))
+    }
+
+    /// Answers every caller waiting for a URL, once, and forgets its progress handlers.
+    private func finishWaiters(of url: URL, with result: Result<DownloadReceipt, DownloadError>) {
         let list = waiters.removeValue(forKey: url) ?? []
         progressHandlers[url] = nil
         for waiter in list {
             switch waiter {
-            case .continuation(_, let continuation): continuation.resume(throwing: error)
-            case .callback(let callback): callback(.failure(error))
+            case .continuation(_, let continuation): continuation.resume(with: result.mapError { $0 as any Error })
+            case .callback(let callback): callback(result)
             }
         }
     }
