@@ -52,7 +52,7 @@ final class DownloadManagerTests: Sendable {
     @Test("Never more than the limit transfer at once, as the server counts it", arguments: [1, 3])
     func concurrencyLimit(limit: Int) async throws {
         let manager = try makeManager(maximumActive: limit)
-        let urls = (0..<8).map { server.url("/bytes/c\(limit)-\($0)?size=100000&rate=1000000") }
+        let urls = (0..<8).map { server.url("/bytes/c\(limit)-\($0)?size=300000&rate=1000000") }
         try await withThrowingTaskGroup(of: DownloadReceipt.self) { group in
             for url in urls { group.addTask { try await manager.download(url) } }
             for try await receipt in group { #expect(receipt.state == .completed) }

@@ -249,6 +249,12 @@ public final class HTTPTestServer: Sendable {
                         defer { state.counters[key, default: ResourceCounters()].drops += 1 }
                         return state.counters[key, default: ResourceCounters()].drops
                     }
+                },
+                fireStall: { key in
+                    self.state.withLock { state in
+                        defer { state.counters[key, default: ResourceCounters()].stalls += 1 }
+                        return state.counters[key, default: ResourceCounters()].stalls
+                    }
                 })
             let keepOpen = write(response, to: fd) && head.keepAlive && !response.closeAfter
             update { $0.statistics.activeRequests -= 1 }

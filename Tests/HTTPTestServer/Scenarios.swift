@@ -37,6 +37,8 @@ struct ResourceCounters {
     var gets = 0
     /// `dropAt` faults fired so far.
     var drops = 0
+    /// Stalls (with `stallCount`) fired so far.
+    var stalls = 0
 }
 
 /// The routes. Every route is described in the README of this target; the options of `/bytes/NAME` combine.
@@ -52,9 +54,11 @@ enum Router {
         port: Int,
         counters: (String) -> ResourceCounters,
         digest: (TestContent) -> MD5Digest,
-        fireDrop: (String) -> Int = { _ in 0 }
+        fireDrop: (String) -> Int = { _ in 0 },
+        fireStall: (String) -> Int = { _ in 0 }
     ) -> Response {
-        var response = route(head, port: port, counters: counters, digest: digest, fireDrop: fireDrop)
+        var response = route(
+            head, port: port, counters: counters, digest: digest, fireDrop: fireDrop, fireStall: fireStall)
         if head.method == "HEAD" { response.omitBody = true }
         return response
     }
@@ -64,7 +68,8 @@ enum Router {
         port: Int,
         counters: (String) -> ResourceCounters,
         digest: (TestContent) -> MD5Digest,
-        fireDrop: (String) -> Int
+        fireDrop: (String) -> Int,
+        fireStall: (String) -> Int
     ) -> Response {
         let components = head.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let query = head.target.contains("?") ? "?" + head.target.split(separator: "?", maxSplits: 1)[1] : ""
@@ -75,7 +80,7 @@ enum Router {
         case "bytes" where components.count == 2:
             return bytes(
                 name: components[1], head: head, counters: counters(head.target), digest: digest,
-                fireDrop: { fireDrop(head.target) })
+                fireDrop: { fireDrop(head.target) }, fireStall: { fireStall(head.target) })
         case "status" where components.count == 2:
             let code = Int(components[1]) ?? 500
             var headers: [(String, String)] = []
@@ -108,7 +113,7 @@ enum Router {
 
     private static func bytes(
         name: String, head: RequestHead, counters: ResourceCounters, digest: (TestContent) -> MD5Digest,
-        fireDrop: () -> Int
+        fireDrop: () -> Int, fireStall: () -> Int
     ) -> Response {
         let options = head.query
         func int(_ key: String) -> Int? { options[key].flatMap { Int($0) } }
@@ -199,7 +204,8 @@ enum Router {
             if fireDrop() < (int("dropCount") ?? 1) { response.dropAfter = dropAt - range.lowerBound }
         }
         response.bytesPerSecond = int("rate").flatMap { $0 > 0 ? $0 : nil }
-        if let after = int("stallAfter") {
+        // stallAfter=N&stall=S: pause S seconds after N body bytes; with stallCount=K only the first K GETs stall.
+        if isGet, let after = int("stallAfter"), int("stallCount").map({ fireStall() < $0 }) ?? true {
             response.stall = (after, Double(options["stall"] ?? "") ?? 5)
         }
         if options["nospace"] == "1" { response.headerSeparator = ":" }

@@ -158,7 +158,10 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             defer { state.entries.removeAll() }
             return Array(state.entries.values)
         }
-        for entry in entries { entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled) }
+        for entry in entries {
+            entry.sink.finish()
+            entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled)
+        }
         watchdog.cancel()
         let session = self.session!
         controlQueue.async { session.invalidateAndCancel() }
@@ -213,7 +216,12 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             return (entry.sink, entry.continuation, entry.closed ? entry.pendingEnd : nil)
         }
         guard let (sink, continuation, pendingEnd) = finished else { return }
-        continuation?.resume(returning: pendingEnd ?? sink.complete(error: error))
+        if let pendingEnd {
+            sink.finish()
+            continuation?.resume(returning: pendingEnd)
+        } else {
+            continuation?.resume(returning: sink.complete(error: error))
+        }
     }
 
     func urlSession(
@@ -286,6 +294,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         for (id, url) in stalled {
             close(taskIdentifier: id, with: .failed(.stalled(url, seconds: configuration.stallTimeout)))
         }
-        for entry in abandoned { entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled) }
+        for entry in abandoned {
+            entry.sink.finish()
+            entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled)
+        }
     }
 }

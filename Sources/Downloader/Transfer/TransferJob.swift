@@ -1,12 +1,18 @@
 import Foundation
 
 /// The mutable state of one transfer: the partial file's writer, the running hash and what is known of the
-/// resource. Between requests only `Transfer.run()` touches it; during a request only that request's sink does, on
-/// the delegate queue. The request's completion orders the two, so no lock is needed.
+/// resource.
+///
+/// Ownership: between requests only `Transfer.run()` touches it. While a request runs, the file, the hash and the
+/// byte counts belong to the job's serial `disk` queue, which writes and hashes batches handed over by the sink on
+/// the delegate queue; the sink drains `disk` before its request ends, and the request's completion hands everything
+/// back to `run()`.
 final class TransferJob: @unchecked Sendable {
     let url: URL
     let partialFile: URL
     let stateFile: URL
+    /// Writes and hashes in parallel with the network: the delegate queue only batches bytes.
+    let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
     var writer: FileWriter?
     var md5 = MD5()
     /// Bytes in the partial file (and hashed).
@@ -21,6 +27,8 @@ final class TransferJob: @unchecked Sendable {
     var receivedThisRun: Int64 = 0
     /// Offset at the last saved checkpoint.
     var checkpointOffset: Int64 = 0
+    /// The first write or checkpoint error on the disk queue; the sink fails the request when it sees one.
+    let diskError = Locked<DownloadError?>(nil)
 
     init(url: URL, partialFile: URL, stateFile: URL) {
         self.url = url

@@ -31,4 +31,7 @@ protocol TransferSink: AnyObject, Sendable {
     /// The request completed (with or without a transport error) and was not closed before.
     /// - Returns: how the request ends.
     func complete(error: (any Error)?) -> RequestEnd
+    /// The request was closed (rejected, cancelled, stalled) and will deliver nothing more: finish any work still in
+    /// flight for it (write what arrived) before its caller goes on.
+    func finish()
 }

@@ -18,8 +18,10 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private let progress: @Sendable (Int64, Int64?) -> Void
 
     private var expectedBodyLength: Int64?
-    /// Body bytes received and written by this request.
+    /// Body bytes received by this request (written once drained).
     private(set) var received: Int64 = 0
+    /// Chunks handed to the disk queue and not yet taken, and the bytes it is coalescing.
+    private let diskState = Locked((pendingChunks: 0, buffer: Data()))
     /// Whether this response streams the whole resource (a 200).
     private(set) var isWholeStream = false
 
@@ -71,11 +73,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 if validators.differs(from: job.validators) { job.announcedMD5 = nil }
                 job.validators = validators
                 job.totalLength = contentRange.completeLength
-                do {
-                    try job.checkpoint()
-                } catch {
-                    return .failed(error)
-                }
+                if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.checkpoint() }) { return .failed(failure) }
             }
             expectedBodyLength = Int64(range.count)
         case 200:
@@ -85,11 +83,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 job.rangesSupported = false  // same version, Range ignored: stream from now on
             }
             isWholeStream = true
-            do {
-                try job.truncate()
-            } catch {
-                return .failed(error)
-            }
+            if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.truncate() }) { return .failed(failure) }
             job.validators = validators
             let length = http.expectedContentLength
             job.totalLength = encoded || length < 0 ? nil : length
@@ -101,11 +95,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 contentMD5: http.value(forHTTPHeaderField: "Content-MD5"),
                 digest: http.value(forHTTPHeaderField: "Digest"))
             if encoded { job.rangesSupported = false }
-            do {
-                try job.checkpoint()
-            } catch {
-                return .failed(error)
-            }
+            if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.checkpoint() }) { return .failed(failure) }
         case 416:
             let complete = http.value(forHTTPHeaderField: "Content-Range").flatMap(ContentRange.init)?.completeLength
             return .unsatisfiable(completeLength: complete)
@@ -113,22 +103,58 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
             return .failed(.httpStatus(http.statusCode, url: url, retryAfter: retryAfter))
         }
-        do {
-            try job.openWriter()
-        } catch {
-            return .failed(error)
-        }
+        if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.openWriter() }) { return .failed(failure) }
         return nil
     }
 
+    /// Runs file work on the disk queue (which owns the file while the request runs) and waits for it.
+    private func onDisk(_ work: @escaping @Sendable (TransferJob) throws(DownloadError) -> Void) -> DownloadError? {
+        let job = self.job
+        return job.disk.sync { () -> DownloadError? in
+            do throws(DownloadError) {
+                try work(job)
+                return nil
+            } catch {
+                return error
+            }
+        }
+    }
+
     func receive(data: Data) -> RequestEnd? {
+        if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
         let count = Int64(data.count)
         if let expectedBodyLength, received + count > expectedBodyLength {
             return .failed(.invalidResponse(job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
         }
-        do {
-            for region in data.regions {
-                let failure = region.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DownloadError? in
+        received += count
+        hand(data)
+        return nil
+    }
+
+    /// The disk queue writes when it holds this much, or sooner when no further chunk is waiting.
+    static let batchSize = 1 << 20
+
+    /// Passes a chunk to the disk queue. The disk queue coalesces: at full speed it writes and hashes 1 MiB at a
+    /// time; when the flow slows or stops (a stall, a pause) it writes at once, so nothing received waits in memory
+    /// for more data — a `kill -9` loses only what is in flight.
+    private func hand(_ data: Data) {
+        let job = self.job
+        let state = diskState
+        let wholeStream = isWholeStream
+        let interval = checkpointInterval
+        let progress = self.progress
+        state.withLock { $0.pendingChunks += 1 }
+        job.disk.async {
+            let flush = state.withLock { disk -> Data? in
+                disk.pendingChunks -= 1
+                disk.buffer.append(data)
+                guard disk.buffer.count >= Self.batchSize || disk.pendingChunks == 0 else { return nil }
+                defer { disk.buffer = Data(capacity: Self.batchSize) }
+                return disk.buffer
+            }
+            guard let bytes = flush, job.diskError.withLock({ $0 == nil }) else { return }
+            do throws(DownloadError) {
+                let failure = bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DownloadError? in
                     do throws(DownloadError) {
                         try job.append(buffer)
                         return nil
@@ -137,19 +163,29 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                     }
                 }
                 if let failure { throw failure }
+                if wholeStream && job.offset - job.checkpointOffset >= interval { try job.checkpoint() }
+            } catch {
+                job.diskError.withLock { if $0 == nil { $0 = error } }
+                return
             }
-            received += count
-            if isWholeStream && job.offset - job.checkpointOffset >= checkpointInterval { try job.checkpoint() }
-        } catch let error as DownloadError {
-            return .failed(error)
-        } catch {
-            return .failed(.fileSystem(job.url, reason: "\(error)"))
+            progress(job.offset, job.totalLength)
         }
-        progress(job.offset, job.totalLength)
-        return nil
+    }
+
+    /// Waits until the disk queue has written and hashed everything handed to it.
+    /// - Returns: the disk error, if writing failed.
+    @discardableResult
+    func drain() -> DownloadError? {
+        job.disk.sync {}
+        return job.diskError.withLock { $0 }
+    }
+
+    func finish() {
+        drain()
     }
 
     func complete(error: (any Error)?) -> RequestEnd {
+        if let failure = drain() { return .failed(failure) }
         // Success is judged by our own accounting: every byte the Content-Range announced arrived, written and
         // hashed. A transport complaint after that (a Content-Length larger than the body) changes nothing.
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
@@ -180,6 +216,8 @@ final class ProbeSink: TransferSink, Sendable {
     }
 
     func receive(data: Data) -> RequestEnd? { nil }
+
+    func finish() {}
 
     func complete(error: (any Error)?) -> RequestEnd {
         if let error {
