@@ -10,7 +10,7 @@ struct UsageError: Error {
 struct Arguments {
     static let usage = """
         usage: dl [--dir DIR] [--max-active N] [--lifo] [--md5 HEX] [--header 'Name: value']... [--retries N]
-                  [--naming suggested|md5] [--quiet] URL...
+                  [--naming suggested|md5] [--quiet] [--no-md5] URL...
                dl --list [--dir DIR]
 
         Downloads every URL into DIR (default ./downloads), several at once, resumably: run the same command again
@@ -21,6 +21,7 @@ struct Arguments {
           --max-active N     downloads at once (default 4)
           --lifo             start the most recently listed waiting URL first
           --md5 HEX          expected MD5 of the file (one URL only)
+          --no-md5           do not compute MD5s (faster; files are not verified)
           --header 'N: v'    an extra request header (repeatable)
           --retries N        retries of transient faults per URL (default 5)
           --naming MODE      suggested (server's or URL's name, default) or md5 (md5 of the URL)
@@ -34,6 +35,7 @@ struct Arguments {
     var maximumActive = 4
     var lifo = false
     var md5: String?
+    var computesMD5 = true
     var headers: [String: String] = [:]
     var retries = 5
     var naming: FileNaming = .suggested
@@ -89,6 +91,8 @@ struct Arguments {
                     throw UsageError(message: "--md5 needs 32 hexadecimal digits, not \"\(text)\"")
                 }
                 result.md5 = text
+            case "--no-md5":
+                result.computesMD5 = false
             case "--header":
                 let text = try value(for: flag, inline: inline)
                 guard let colon = text.firstIndex(of: ":"), colon != text.startIndex else {
@@ -134,6 +138,9 @@ struct Arguments {
             } catch {
                 throw UsageError(message: "\(text): \(error.reason)")
             }
+        }
+        if result.md5 != nil && !result.computesMD5 {
+            throw UsageError(message: "--md5 and --no-md5 contradict each other")
         }
         if result.md5 != nil && result.urls.count != 1 {
             throw UsageError(message: "--md5 applies to a single URL, but \(result.urls.count) were given")

@@ -62,7 +62,9 @@ let events = Task {
     for await event in stream { renderer.handle(event) }
 }
 
-let options = DownloadOptions(headers: arguments.headers, expectedMD5: arguments.md5, naming: arguments.naming)
+let options = DownloadOptions(
+    headers: arguments.headers, expectedMD5: arguments.md5, naming: arguments.naming,
+    computesMD5: arguments.computesMD5)
 var failures = 0
 await withTaskGroup(of: (URL, Result<DownloadReceipt, any Error>).self) { group in
     for url in arguments.urls {

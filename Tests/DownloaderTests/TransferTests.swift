@@ -300,10 +300,24 @@ extension TransferTests {
         #expect(gets("pause").last { $0.rangeStart == Int(kept) } != nil)
     }
 
-    @Test("A saved hash behind the file is continued, not restarted, and an empty resource completes")
+    @Test("An empty resource completes with the MD5 of nothing")
     func emptyResource() async throws {
         let result = try await transfer("/bytes/empty?size=0").run()
         #expect(result.length == 0)
-        #expect(result.md5.hexString == "d41d8cd98f00b204e9800998ecf8427e")
+        #expect(result.md5?.hexString == "d41d8cd98f00b204e9800998ecf8427e")
+    }
+
+    @Test("With hashing off the file is still right but has no MD5; a hashed resume re-hashes it from byte 0")
+    func hashingOff() async throws {
+        let size = 200_000
+        let plain = try await transfer("/bytes/nohash?size=\(size)", options: DownloadOptions(computesMD5: false)).run()
+        #expect(plain.md5 == nil)
+        #expect(try md5OfFile(plain.fileURL) == TestContent(name: "nohash", size: size).md5)
+
+        let path = "/bytes/mixed?size=\(size)&dropAt=120000"
+        _ = await runTransfer(transfer(path, options: DownloadOptions(computesMD5: false), window: 65_536))
+        let resumed = try await transfer(path, window: 65_536).run()
+        #expect(resumed.resumedBytes == 120_000)
+        #expect(resumed.md5 == TestContent(name: "mixed", size: size).md5)
     }
 }

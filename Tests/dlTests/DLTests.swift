@@ -78,6 +78,7 @@ final class DLTests: Sendable {
         ["--md5", String(repeating: "a", count: 32), "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"],
         ["--max-active", "0", "http://127.0.0.1:1/x"], ["--md5", "xyz", "http://127.0.0.1:1/x"], ["--dir"],
         ["--header", "novalue", "http://127.0.0.1:1/x"], ["--naming", "weird", "http://127.0.0.1:1/x"],
+        ["--no-md5", "--md5", String(repeating: "a", count: 32), "http://127.0.0.1:1/x"],
     ])
     func usageErrors(arguments: [String]) async throws {
         let outcome = try await DLProcess.run(arguments, in: work)

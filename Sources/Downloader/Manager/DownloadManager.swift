@@ -462,7 +462,7 @@ public actor DownloadManager {
         record.receipt.filename = transfer.fileURL.lastPathComponent
         record.receipt.totalBytesWritten = transfer.length
         record.receipt.totalBytesExpectedToWrite = transfer.length
-        record.receipt.md5 = transfer.md5.hexString
+        record.receipt.md5 = transfer.md5?.hexString
         record.receipt.error = nil
         record.receipt.bytesPerSecond = nil
         record.receipt.estimatedTimeRemaining = nil

@@ -18,12 +18,17 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     public var expectedMD5: String?
     /// How the completed file is named.
     public var naming: FileNaming
+    /// Whether to compute the file's MD5 (default `true`). Turning it off saves CPU: the file is still assembled
+    /// only from validated responses, but its content is not verified and the receipt has no `md5`. An
+    /// `expectedMD5` always turns it on.
+    public var computesMD5: Bool
 
-    /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming.
+    /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming, MD5 computed.
     public init() {
         headers = [:]
         expectedMD5 = nil
         naming = .md5OfURL
+        computesMD5 = true
     }
 
     /// Creates options.
@@ -31,9 +36,24 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - headers: extra request headers.
     ///   - expectedMD5: the expected MD5 as hex, if known.
     ///   - naming: how the completed file is named.
-    public init(headers: [String: String] = [:], expectedMD5: String? = nil, naming: FileNaming = .md5OfURL) {
+    ///   - computesMD5: whether to hash the file (see `computesMD5`).
+    public init(
+        headers: [String: String] = [:], expectedMD5: String? = nil, naming: FileNaming = .md5OfURL,
+        computesMD5: Bool = true
+    ) {
         self.headers = headers
         self.expectedMD5 = expectedMD5
         self.naming = naming
+        self.computesMD5 = computesMD5
+    }
+
+    private enum CodingKeys: String, CodingKey { case headers, expectedMD5, naming, computesMD5 }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        headers = try container.decodeIfPresent([String: String].self, forKey: .headers) ?? [:]
+        expectedMD5 = try container.decodeIfPresent(String.self, forKey: .expectedMD5)
+        naming = try container.decodeIfPresent(FileNaming.self, forKey: .naming) ?? .md5OfURL
+        computesMD5 = try container.decodeIfPresent(Bool.self, forKey: .computesMD5) ?? true
     }
 }

@@ -8,8 +8,8 @@ import Foundation
 struct TransferResult: Sendable {
     /// The verified file in the completed area.
     let fileURL: URL
-    /// Its MD5.
-    let md5: MD5Digest
+    /// Its MD5 (`nil` when hashing was turned off).
+    let md5: MD5Digest?
     /// Its length.
     let length: Int64
     /// Bytes that were already on disk when this run started (resumed, not downloaded again).
@@ -75,8 +75,10 @@ final class Transfer: Sendable {
             expected = digest
         }
         try directory.createAreas()
+        let hashing = options.computesMD5 || expected != nil
         let job = TransferJob(
-            url: url, partialFile: directory.partialFile(for: url), stateFile: directory.stateFile(for: url))
+            url: url, partialFile: directory.partialFile(for: url), stateFile: directory.stateFile(for: url),
+            hashing: hashing)
         defer {
             job.writer?.close()
             job.writer = nil
@@ -90,11 +92,11 @@ final class Transfer: Sendable {
             try await fetchRemaining(job, restarts: &restarts)
             job.writer?.close()
             job.writer = nil
-            let digest = job.md5.finalize()
+            let digest = job.hashing ? job.md5.finalize() : nil
             if let total = job.totalLength, total != job.offset {
                 throw .invalidResponse(url, reason: "the file has \(job.offset) bytes, the server announced \(total)")
             }
-            if let want = expected ?? job.announcedMD5, want != digest {
+            if let digest, let want = expected ?? job.announcedMD5, want != digest {
                 if !job.restartedAfterMismatch {
                     job.restartedAfterMismatch = true
                     try job.truncate()
@@ -187,7 +189,9 @@ final class Transfer: Sendable {
                     try startOver(job, probe: probe)
                     return
                 }
-                if saved.hashedLength <= length {
+                if !job.hashing {
+                    job.md5 = MD5()
+                } else if saved.hashedLength <= length {
                     job.md5 = saved.md5
                     try rehash(job, from: saved.hashedLength, to: length)
                 } else {

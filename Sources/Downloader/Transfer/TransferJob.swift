@@ -11,6 +11,9 @@ final class TransferJob: @unchecked Sendable {
     let url: URL
     let partialFile: URL
     let stateFile: URL
+    /// Whether bytes are hashed; without hashing the saved state claims no hashed bytes, so that a later hashed
+    /// resume re-hashes the file from byte 0.
+    let hashing: Bool
     /// Writes and hashes in parallel with the network: the delegate queue only batches bytes.
     let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
     var writer: FileWriter?
@@ -30,7 +33,8 @@ final class TransferJob: @unchecked Sendable {
     /// The first write or checkpoint error on the disk queue; the sink fails the request when it sees one.
     let diskError = Locked<DownloadError?>(nil)
 
-    init(url: URL, partialFile: URL, stateFile: URL) {
+    init(url: URL, partialFile: URL, stateFile: URL, hashing: Bool = true) {
+        self.hashing = hashing
         self.url = url
         self.partialFile = partialFile
         self.stateFile = stateFile
@@ -54,7 +58,7 @@ final class TransferJob: @unchecked Sendable {
     func append(_ buffer: UnsafeRawBufferPointer) throws(DownloadError) {
         try openWriter()
         try writer!.write(buffer, downloadURL: url)
-        md5.update(bufferPointer: buffer)
+        if hashing { md5.update(bufferPointer: buffer) }
         offset += Int64(buffer.count)
         receivedThisRun += Int64(buffer.count)
     }
@@ -62,7 +66,7 @@ final class TransferJob: @unchecked Sendable {
     /// The state to save beside the partial file.
     var partialState: PartialState {
         PartialState(
-            url: url, hashedLength: offset, md5: md5, validators: validators, totalLength: totalLength,
+            url: url, hashedLength: hashing ? offset : 0, md5: hashing ? md5 : MD5(), validators: validators, totalLength: totalLength,
             rangesSupported: rangesSupported, suggestedFilename: suggestedFilename,
             announcedMD5: announcedMD5?.hexString, restartedAfterMismatch: restartedAfterMismatch)
     }
