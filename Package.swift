@@ -18,6 +18,8 @@ let package = Package(
             exclude: ["README.md"]
         ),
         .executableTarget(name: "dl", dependencies: ["Downloader"], path: "Examples/dl"),
+        // The test server as a process of its own, for the reliability scripts.
+        .executableTarget(name: "http-test-server", dependencies: ["HTTPTestServer"], path: "Tests/HTTPTestServerTool"),
         .executableTarget(
             name: "downloader-demo",
             dependencies: ["Downloader", "HTTPTestServer"],

@@ -1,19 +1,28 @@
 // swift-tools-version:6.0
-// Benchmarks live in their own package so that the library stays free of dependencies;
-// peers used only for comparison are added here.
+// Benchmarks live in their own package so that the library stays free of dependencies; peers used only for
+// comparison (AsyncHTTPClient) are added here.
 import PackageDescription
 
 let package = Package(
     name: "downloader-benchmarks",
     platforms: [.macOS(.v15)],
     dependencies: [
-        .package(name: "swift-downloader", path: "..")
+        .package(name: "swift-downloader", path: ".."),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
+        // Release-mode measurements of the library's hot paths (`md5 FILE`).
         .executableTarget(
             name: "downloader-bench",
             dependencies: [.product(name: "Downloader", package: "swift-downloader")]
-        )
+        ),
+        // The peer: AsyncHTTPClient's FileDownloadDelegate.
+        .executableTarget(
+            name: "ahc-download",
+            dependencies: [.product(name: "AsyncHTTPClient", package: "async-http-client")]
+        ),
+        // The naive baseline: a URLSession data-task delegate that writes every chunk as it arrives.
+        .executableTarget(name: "naive-download"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -4,21 +4,6 @@ import Testing
 
 @testable import Downloader
 
-/// A small seeded generator (splitmix64): every run of the stress test makes the same choices.
-struct SeededGenerator: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
-    }
-}
-
 @Suite("DownloadManager stress")
 struct DownloadManagerStressTests {
     @Test("200 downloads with random suspend, resume, remove and duplicates from 16 tasks end verified, with no stray files")

@@ -107,6 +107,8 @@ struct FilenameSanitizerTests {
         ("../../etc/passwd", "passwd"), ("/abs/path.txt", "path.txt"), ("..", nil), (".", nil), ("", nil),
         ("a\u{0}b\u{1f}c\u{7f}d\u{85}.txt", "abcd.txt"), ("..\\..\\boot.ini", "boot.ini"), ("  .hidden  ", "hidden"),
         ("evil\u{202e}txt.exe", "eviltxt.exe"), ("dir/", "dir"), ("normal name (1).tar.gz", "normal name (1).tar.gz"),
+        (". .", nil), (" . . .x", "x"),  // found by the fuzzer: trimming once left "."
+
     ] as [(String, String?)])
     func sanitize(name: String, expected: String?) {
         let result = FilenameSanitizer.sanitize(name)

@@ -255,6 +255,12 @@ public final class HTTPTestServer: Sendable {
                         defer { state.counters[key, default: ResourceCounters()].stalls += 1 }
                         return state.counters[key, default: ResourceCounters()].stalls
                     }
+                },
+                fireAbort: { key in
+                    self.state.withLock { state in
+                        defer { state.counters[key, default: ResourceCounters()].aborts += 1 }
+                        return state.counters[key, default: ResourceCounters()].aborts
+                    }
                 })
             let keepOpen = write(response, to: fd) && head.keepAlive && !response.closeAfter
             update { $0.statistics.activeRequests -= 1 }
@@ -316,6 +322,7 @@ public final class HTTPTestServer: Sendable {
     /// Writes a response with its fault options.
     /// - Returns: `false` when the connection must be closed (the peer left, or a fault closes it).
     private func write(_ response: Response, to fd: Int32) -> Bool {
+        if response.abort { return false }
         guard Socket.sendAll(fd, response.head()) else { return false }
         if response.omitBody { return true }
         let total = response.body.count

@@ -33,6 +33,8 @@ struct Response {
     var headerSeparator = ": "
     /// Close the connection after this response.
     var closeAfter = false
+    /// Close the connection without sending anything at all (no status line).
+    var abort = false
 
     init(status: Int, headers: [(String, String)] = [], body: Body = .none) {
         self.status = status

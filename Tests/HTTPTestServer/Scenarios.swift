@@ -39,6 +39,8 @@ struct ResourceCounters {
     var drops = 0
     /// Stalls (with `stallCount`) fired so far.
     var stalls = 0
+    /// Connections closed before any response (`closeBeforeResponse`) so far.
+    var aborts = 0
 }
 
 /// The routes. Every route is described in the README of this target; the options of `/bytes/NAME` combine.
@@ -55,10 +57,12 @@ enum Router {
         counters: (String) -> ResourceCounters,
         digest: (TestContent) -> MD5Digest,
         fireDrop: (String) -> Int = { _ in 0 },
-        fireStall: (String) -> Int = { _ in 0 }
+        fireStall: (String) -> Int = { _ in 0 },
+        fireAbort: (String) -> Int = { _ in 0 }
     ) -> Response {
         var response = route(
-            head, port: port, counters: counters, digest: digest, fireDrop: fireDrop, fireStall: fireStall)
+            head, port: port, counters: counters, digest: digest, fireDrop: fireDrop, fireStall: fireStall,
+            fireAbort: fireAbort)
         if head.method == "HEAD" { response.omitBody = true }
         return response
     }
@@ -69,7 +73,8 @@ enum Router {
         counters: (String) -> ResourceCounters,
         digest: (TestContent) -> MD5Digest,
         fireDrop: (String) -> Int,
-        fireStall: (String) -> Int
+        fireStall: (String) -> Int,
+        fireAbort: (String) -> Int
     ) -> Response {
         let components = head.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         let query = head.target.contains("?") ? "?" + head.target.split(separator: "?", maxSplits: 1)[1] : ""
@@ -80,7 +85,8 @@ enum Router {
         case "bytes" where components.count == 2:
             return bytes(
                 name: components[1], head: head, counters: counters(head.target), digest: digest,
-                fireDrop: { fireDrop(head.target) }, fireStall: { fireStall(head.target) })
+                fireDrop: { fireDrop(head.target) }, fireStall: { fireStall(head.target) },
+                fireAbort: { fireAbort(head.target) })
         case "status" where components.count == 2:
             let code = Int(components[1]) ?? 500
             var headers: [(String, String)] = []
@@ -113,7 +119,7 @@ enum Router {
 
     private static func bytes(
         name: String, head: RequestHead, counters: ResourceCounters, digest: (TestContent) -> MD5Digest,
-        fireDrop: () -> Int, fireStall: () -> Int
+        fireDrop: () -> Int, fireStall: () -> Int, fireAbort: () -> Int
     ) -> Response {
         let options = head.query
         func int(_ key: String) -> Int? { options[key].flatMap { Int($0) } }
@@ -131,6 +137,12 @@ enum Router {
             return response
         }
 
+        // closeBeforeResponse=K: the first K requests (any method) get no response at all, just a closed connection.
+        if let count = int("closeBeforeResponse"), fireAbort() < count {
+            var response = Response(status: 0)
+            response.abort = true
+            return response
+        }
         if options["nohead"] == "1" && !isGet {
             return .text(405, "HEAD not allowed here\n", headers: [("Allow", "GET")])
         }

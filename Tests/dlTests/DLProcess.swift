@@ -17,7 +17,11 @@ final class DLProcess: @unchecked Sendable {
         var lines: [String] { stdout.split(separator: "\n").map(String.init) }
     }
 
+    /// `DL_BINARY` when set (CI points it at the release build), else the `dl` built next to the test bundle.
     static var binary: URL {
+        if let path = ProcessInfo.processInfo.environment["DL_BINARY"], !path.isEmpty {
+            return URL(fileURLWithPath: path).standardizedFileURL
+        }
         let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var directory = testBinary.deletingLastPathComponent()
         // On macOS the tests run inside an .xctest bundle: step out of it.

@@ -19,6 +19,12 @@ public actor DownloadManager {
     /// Set when the receipts file could not be read at start: it was moved aside and the manager started empty.
     public nonisolated let receiptsRecoveryError: DownloadError?
 
+    /// The last error saving the receipts file (a full disk, …), `nil` once a save succeeds again. Downloads go on
+    /// regardless; only what a restart would find is affected.
+    public nonisolated var receiptsSaveError: DownloadError? {
+        store.lastSaveError.withLock { $0 }
+    }
+
     private struct ActiveDownload {
         let url: URL
         let task: Task<Void, Never>

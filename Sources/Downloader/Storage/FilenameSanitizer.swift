@@ -19,9 +19,13 @@ enum FilenameSanitizer {
                     !(scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar == "\u{FEFF}"
                         || (0x202a...0x202e).contains(scalar.value) || (0x2066...0x2069).contains(scalar.value))
                 }))
-        cleaned = cleaned.trimmingCharacters(in: .whitespaces)
-        while cleaned.hasPrefix(".") { cleaned.removeFirst() }
-        cleaned = cleaned.trimmingCharacters(in: .whitespaces)
+        // Trim white space and leading dots until neither is left: ". ." must not become ".".
+        var previous: String
+        repeat {
+            previous = cleaned
+            cleaned = cleaned.trimmingCharacters(in: .whitespaces)
+            while cleaned.hasPrefix(".") { cleaned.removeFirst() }
+        } while cleaned != previous
         guard !cleaned.isEmpty else { return nil }
         return truncated(cleaned)
     }

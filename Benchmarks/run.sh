@@ -1,0 +1,282 @@
+#!/usr/bin/env bash
+# Benchmarks/run.sh — Downloader side by side with curl, wget, aria2c and AsyncHTTPClient, in one run.
+#
+#   Benchmarks/run.sh            # 5 interleaved runs per contender; writes ../BENCHMARKS.md
+#   RUNS=3 Benchmarks/run.sh     # fewer runs
+#   NO_WRITE=1 Benchmarks/run.sh # print the report only
+#
+# Installs what it needs from Debian's packages (nginx, curl, wget, aria2, time), serves generated files from nginx
+# on 127.0.0.1 (sendfile on, its own config in a temporary directory, an access log that records every Range and
+# the bytes sent), runs every contender interleaved (A B C A B C …), checks every output's MD5, and reports medians,
+# min–max and ratios. Wall time, CPU time (user + system) and peak RSS come from /usr/bin/time.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(dirname "$HERE")
+RUNS=${RUNS:-5}
+
+log() { printf '\n== %s\n' "$*" >&2; }
+
+# --- tools -----------------------------------------------------------------------------------------------------
+missing=()
+for tool in nginx curl wget aria2c md5sum python3; do command -v "$tool" >/dev/null || missing+=("$tool"); done
+[[ -x /usr/bin/time ]] || missing+=(time)
+if ((${#missing[@]})); then
+    log "installing: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq nginx-light curl wget aria2 time python3 coreutils >/dev/null \
+        || apt-get install -y -qq nginx curl wget aria2 time python3 coreutils >/dev/null
+fi
+
+WORK=$(mktemp -d /tmp/downloader-bench.XXXXXX)
+chmod 755 "$WORK"  # nginx's workers run as an unprivileged user
+NGINX_PID=
+cleanup() {
+    [[ -n "$NGINX_PID" ]] && kill "$NGINX_PID" 2>/dev/null || true
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# --- builds ----------------------------------------------------------------------------------------------------
+log "building release products"
+swift build -c release --package-path "$ROOT" --product dl >&2
+DL="$(swift build -c release --package-path "$ROOT" --show-bin-path)/dl"
+swift build -c release --package-path "$HERE" >&2
+BIN="$(swift build -c release --package-path "$HERE" --show-bin-path)"
+
+# --- data and server -------------------------------------------------------------------------------------------
+log "generating files in $WORK/www"
+mkdir -p "$WORK/www/small" "$WORK/logs"
+head -c $((1 << 30)) /dev/urandom > "$WORK/www/1g.bin"
+head -c $((100 << 20)) /dev/urandom > "$WORK/www/100m.bin"
+python3 - "$WORK/www/small" <<'PY'
+import os, sys
+for i in range(1000):
+    with open(os.path.join(sys.argv[1], f"f{i:04d}.bin"), "wb") as f:
+        f.write(os.urandom(16384))
+PY
+chmod -R a+rX "$WORK/www"
+MD5_1G=$(md5sum "$WORK/www/1g.bin" | cut -d' ' -f1)
+MD5_100M=$(md5sum "$WORK/www/100m.bin" | cut -d' ' -f1)
+(cd "$WORK/www/small" && md5sum f*.bin) > "$WORK/small.md5"
+
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$WORK/nginx.conf" <<NGINX
+worker_processes 2;
+daemon off;
+pid $WORK/nginx.pid;
+error_log $WORK/logs/error.log;
+events { worker_connections 4096; }
+http {
+    log_format bench '\$request_method \$uri \$status \$body_bytes_sent "\$http_range"';
+    access_log $WORK/logs/access.log bench;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 100000;
+    client_body_temp_path $WORK/tmp-body;
+    proxy_temp_path $WORK/tmp-proxy;
+    fastcgi_temp_path $WORK/tmp-fastcgi;
+    uwsgi_temp_path $WORK/tmp-uwsgi;
+    scgi_temp_path $WORK/tmp-scgi;
+    server {
+        listen 127.0.0.1:$PORT;
+        root $WORK/www;
+        location /slow/ { alias $WORK/www/; limit_rate 200m; }
+    }
+}
+NGINX
+nginx -c "$WORK/nginx.conf" -p "$WORK" &
+NGINX_PID=$!
+for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/100m.bin" -r 0-0 && break; sleep 0.1; done
+BASE="http://127.0.0.1:$PORT"
+cat "$WORK/www/1g.bin" "$WORK/www/100m.bin" > /dev/null  # warm the page cache
+RESULTS="$WORK/results.tsv"
+: > "$RESULTS"
+
+# measure WORKLOAD CONTENDER OUTPUT EXPECTED_MD5 -- command...
+# Runs the command under /usr/bin/time, checks the output's MD5 and appends one row to results.tsv.
+measure() {
+    local workload=$1 contender=$2 output=$3 expected=$4
+    shift 5
+    local timing="$WORK/time.txt"
+    if ! /usr/bin/time -f "%e %U %S %M" -o "$timing" "$@" > "$WORK/stdout.txt" 2> "$WORK/stderr.txt"; then
+        echo "FAILED: $contender ($workload): $(tail -3 "$WORK/stderr.txt")" >&2
+        printf '%s\t%s\tNaN\tNaN\tNaN\tfail\n' "$workload" "$contender" >> "$RESULTS"
+        return
+    fi
+    local ok=ok
+    if [[ -n "$expected" ]]; then
+        [[ $(md5sum "$output" | cut -d' ' -f1) == "$expected" ]] || ok=WRONG
+    fi
+    read -r wall user sys rss < <(tail -1 "$timing")
+    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$workload" "$contender" "$wall" "$(python3 -c "print($user+$sys)")" "$rss" "$ok" >> "$RESULTS"
+}
+
+fresh() { rm -rf "$WORK/out"; mkdir -p "$WORK/out"; }
+
+# --- 1. one 1 GiB file -----------------------------------------------------------------------------------------
+log "1 GiB: dl, curl, wget, aria2c -x1, aria2c -x4 -s4, AsyncHTTPClient, naive URLSession ($RUNS runs each)"
+for ((run = 1; run <= RUNS; run++)); do
+    fresh; measure 1g dl "$WORK/out/1g.bin" "$MD5_1G" -- "$DL" --quiet --dir "$WORK/out" "$BASE/1g.bin"
+    fresh; measure 1g curl "$WORK/out/1g.bin" "$MD5_1G" -- curl -sf -o "$WORK/out/1g.bin" "$BASE/1g.bin"
+    fresh; measure 1g wget "$WORK/out/1g.bin" "$MD5_1G" -- wget -q -O "$WORK/out/1g.bin" "$BASE/1g.bin"
+    fresh; measure 1g "aria2c -x1" "$WORK/out/1g.bin" "$MD5_1G" -- aria2c -q -x1 --file-allocation=none \
+        --allow-overwrite=true -d "$WORK/out" -o 1g.bin "$BASE/1g.bin"
+    fresh; measure 1g "aria2c -x4 -s4" "$WORK/out/1g.bin" "$MD5_1G" -- aria2c -q -x4 -s4 --file-allocation=none \
+        --allow-overwrite=true -d "$WORK/out" -o 1g.bin "$BASE/1g.bin"
+    fresh; measure 1g AsyncHTTPClient "$WORK/out/1g.bin" "$MD5_1G" -- "$BIN/ahc-download" "$BASE/1g.bin" "$WORK/out/1g.bin"
+    fresh; measure 1g "naive URLSession" "$WORK/out/1g.bin" "$MD5_1G" -- "$BIN/naive-download" "$BASE/1g.bin" "$WORK/out/1g.bin"
+    fresh; measure verify "dl --no-md5" "$WORK/out/1g.bin" "$MD5_1G" -- "$DL" --quiet --no-md5 --dir "$WORK/out" "$BASE/1g.bin"
+done
+
+# --- 2. peak RSS at 100 MiB ------------------------------------------------------------------------------------
+log "100 MiB: dl and curl ($RUNS runs each)"
+for ((run = 1; run <= RUNS; run++)); do
+    fresh; measure 100m dl "$WORK/out/100m.bin" "$MD5_100M" -- "$DL" --quiet --dir "$WORK/out" "$BASE/100m.bin"
+    fresh; measure 100m curl "$WORK/out/100m.bin" "$MD5_100M" -- curl -sf -o "$WORK/out/100m.bin" "$BASE/100m.bin"
+done
+
+# --- 3. 1,000 small files, 8 at a time -------------------------------------------------------------------------
+log "1,000 × 16 KiB, 8 at a time: dl and aria2c -j8 ($RUNS runs each)"
+for i in $(seq -f '%04g' 0 999); do echo "$BASE/small/f$i.bin"; done > "$WORK/list.txt"
+check_small() { (cd "$WORK/out" && md5sum -c --quiet "$WORK/small.md5") > /dev/null 2>&1; }
+for ((run = 1; run <= RUNS; run++)); do
+    fresh; measure small dl "" "" -- "$DL" --quiet --max-active 8 --dir "$WORK/out" $(cat "$WORK/list.txt")
+    check_small || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
+    fresh; measure small "aria2c -j8" "" "" -- aria2c -q -j8 -x1 --file-allocation=none -d "$WORK/out" -i "$WORK/list.txt"
+    check_small || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
+done
+
+# --- 4. MD5 of a cached 1 GiB file -----------------------------------------------------------------------------
+log "MD5 of the cached 1 GiB file: Downloader's MD5 and md5sum ($RUNS runs each)"
+for ((run = 1; run <= RUNS; run++)); do
+    measure md5 "Downloader MD5" "" "" -- "$BIN/downloader-bench" md5 "$WORK/www/1g.bin"
+    [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == "$MD5_1G" ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
+    measure md5 md5sum "" "" -- md5sum "$WORK/www/1g.bin"
+    [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == "$MD5_1G" ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
+done
+
+# --- 5. kill -9 at 50 %, then run again -------------------------------------------------------------------------
+log "interrupt: kill -9 at 50 % of 1 GiB (nginx limit_rate 200 MiB/s), then rerun"
+fresh
+: > "$WORK/logs/access.log"
+"$DL" --quiet --dir "$WORK/out" "$BASE/slow/1g.bin" > /dev/null 2>&1 &
+DL_PID=$!
+while :; do
+    partial=$(find "$WORK/out/downloading" -name '*.part' -printf '%s\n' 2>/dev/null | head -1)
+    [[ -n "$partial" && "$partial" -ge $((1 << 29)) ]] && break
+    kill -0 "$DL_PID" 2>/dev/null || break
+    sleep 0.02
+done
+kill -9 "$DL_PID" 2>/dev/null || true
+wait "$DL_PID" 2>/dev/null || true
+killed_at=$(find "$WORK/out/downloading" -name '*.part' -printf '%s\n' 2>/dev/null | head -1)
+"$DL" --quiet --dir "$WORK/out" "$BASE/slow/1g.bin" > /dev/null
+resume_ok=$([[ $(md5sum "$WORK/out/1g.bin" | cut -d' ' -f1) == "$MD5_1G" ]] && echo ok || echo WRONG)
+served=$(awk '$2 == "/slow/1g.bin" { sum += $4 } END { print sum + 0 }' "$WORK/logs/access.log")
+ranges=$(awk '$2 == "/slow/1g.bin" && $1 == "GET"' "$WORK/logs/access.log" | wc -l)
+printf 'kill\tdl\t%s\t%s\t%s\t%s\n' "$served" "${killed_at:-0}" "$ranges" "$resume_ok" >> "$RESULTS"
+
+# --- report ----------------------------------------------------------------------------------------------------
+log "report"
+python3 - "$RESULTS" "$RUNS" "$(date -u +%Y-%m-%d)" "$(nproc)" "$(swift --version 2>&1 | head -1)" \
+    "$(nginx -v 2>&1 | cut -d/ -f2) / curl $(curl --version | head -1 | cut -d' ' -f2) / wget $(wget --version | head -1 | cut -d' ' -f3) / aria2 $(aria2c --version | head -1 | cut -d' ' -f3)" \
+    > "$WORK/report.md" <<'PY'
+import statistics, sys
+from collections import defaultdict
+path, runs, date, cores, swift, tools = sys.argv[1:7]
+rows = defaultdict(list)
+kill = None
+for line in open(path):
+    w, c, *rest = line.rstrip("\n").split("\t")
+    if w == "kill":
+        kill = rest
+        continue
+    wall, cpu, rss, ok = rest
+    rows[(w, c)].append((float(wall), float(cpu), float(rss) / 1024, ok))
+
+def stats(w, c):
+    r = [x for x in rows[(w, c)] if x[3] != "fail"]
+    walls = [x[0] for x in r]
+    return {
+        "wall": statistics.median(walls), "min": min(walls), "max": max(walls),
+        "cpu": statistics.median(x[1] for x in r), "rss": statistics.median(x[2] for x in r),
+        "rssmax": max(x[2] for x in r), "ok": all(x[3] == "ok" for x in rows[(w, c)]) and len(r) == len(rows[(w, c)]),
+    }
+
+def table(w, reference, contenders, unit="s"):
+    ref = stats(w, reference)["wall"]
+    out = ["| contender | median wall s | min–max s | ratio to " + reference + " | CPU s | peak RSS MB | outputs |",
+           "|---|---|---|---|---|---|---|"]
+    for c in contenders:
+        if (w, c) not in rows:
+            continue
+        s = stats(w, c)
+        out.append(f"| {c} | {s['wall']:.2f} | {s['min']:.2f}–{s['max']:.2f} | {s['wall'] / ref:.2f} | {s['cpu']:.2f} | "
+                   f"{s['rss']:.0f} (max {s['rssmax']:.0f}) | {'all MD5 ok' if s['ok'] else 'FAILED'} |")
+    return "\n".join(out)
+
+def verdict(ok):
+    return "met" if ok else "**missed**"
+
+p = print
+p("# Benchmarks\n")
+p("Release builds, measured side by side with the tools people would otherwise use, in one run, as medians and ratios:")
+p("the machine is shared and noisy (absolute seconds drift ±30 %), ratios much less.\n")
+p(f"Machine: {cores} cores, Linux. Date: {date}. {swift}. Server: nginx {tools}, on 127.0.0.1, `sendfile on`,")
+p(f"files in the page cache. {runs} interleaved runs per contender; every output MD5-checked.")
+p("Reproduce: `Benchmarks/run.sh` (installs what it needs; about 10 minutes).\n")
+
+g = lambda w, c: stats(w, c)
+p("## One 1 GiB file\n")
+p(table("1g", "curl", ["dl", "curl", "wget", "aria2c -x1", "aria2c -x4 -s4", "AsyncHTTPClient", "naive URLSession"]))
+dl, curl = g("1g", "dl"), g("1g", "curl")
+p("")
+p(f"- `dl` wall ≤ 1.3 × curl: {dl['wall'] / curl['wall']:.2f} × — {verdict(dl['wall'] <= 1.3 * curl['wall'])}.")
+for peer in ["wget", "aria2c -x1", "AsyncHTTPClient"]:
+    if ("1g", peer) in rows:
+        s = g("1g", peer)
+        p(f"- faster than {peer}: {dl['wall']:.2f} s vs {s['wall']:.2f} s — {verdict(dl['wall'] < s['wall'])}.")
+
+p("\n## Memory\n")
+small, big = g("100m", "dl"), g("1g", "dl")
+p("| file | dl peak RSS MB (median, max) | curl peak RSS MB |")
+p("|---|---|---|")
+p(f"| 100 MiB | {small['rss']:.0f}, {small['rssmax']:.0f} | {g('100m', 'curl')['rss']:.0f} |")
+p(f"| 1 GiB | {big['rss']:.0f}, {big['rssmax']:.0f} | {curl['rss']:.0f} |")
+p("")
+p(f"- ≤ 80 MB: {verdict(big['rssmax'] <= 80 and small['rssmax'] <= 80)}; flat in size, 1 GiB ≤ 1.15 × 100 MiB: "
+  f"{big['rss'] / small['rss']:.2f} × — {verdict(big['rss'] <= 1.15 * small['rss'])}.")
+
+p("\n## 1,000 × 16 KiB files, 8 at a time\n")
+p(table("small", "aria2c -j8", ["dl", "aria2c -j8"]))
+s1, s2 = g("small", "dl"), g("small", "aria2c -j8")
+p(f"\n- `dl --max-active 8` ≤ 1.0 × `aria2c -j8 -i list`: {s1['wall'] / s2['wall']:.2f} × — {verdict(s1['wall'] <= s2['wall'])}.")
+
+p("\n## MD5 of a cached 1 GiB file\n")
+p(table("md5", "md5sum", ["Downloader MD5", "md5sum"]))
+m1, m2 = g("md5", "Downloader MD5"), g("md5", "md5sum")
+p(f"\n- ≤ 0.95 × md5sum: {m1['wall'] / m2['wall']:.2f} × — {verdict(m1['wall'] <= 0.95 * m2['wall'])}.")
+
+p("\n## Verification on vs off, 1 GiB\n")
+off = g("verify", "dl --no-md5")
+p("| dl | median wall s | CPU s |")
+p("|---|---|---|")
+p(f"| with MD5 (default) | {dl['wall']:.2f} | {dl['cpu']:.2f} |")
+p(f"| `--no-md5` | {off['wall']:.2f} | {off['cpu']:.2f} |")
+p(f"\n- verification costs ≤ 5 %: {dl['wall'] / off['wall'] - 1:+.0%} — {verdict(dl['wall'] <= 1.05 * off['wall'])}.")
+
+p("\n## Interrupted at 50 % by kill -9, then run again\n")
+if kill:
+    served, killed_at, gets, ok = kill
+    ratio = int(served) / (1 << 30)
+    p(f"nginx served {int(served):,} body bytes for the 1 GiB file over {gets} GET requests; the process was killed with "
+      f"{int(killed_at):,} bytes on disk; final MD5 {ok}.\n")
+    p(f"- bytes served ≤ 1.01 × file size: {ratio:.3f} × — {verdict(ratio <= 1.01 and ok == 'ok')}.")
+PY
+[[ -f "$HERE/notes.md" ]] && { echo; cat "$HERE/notes.md"; } >> "$WORK/report.md"
+cat "$WORK/report.md"
+if [[ -z "${NO_WRITE:-}" ]]; then
+    cp "$WORK/report.md" "$ROOT/BENCHMARKS.md"
+    log "wrote $ROOT/BENCHMARKS.md"
+fi

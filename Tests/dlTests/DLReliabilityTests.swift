@@ -1,0 +1,80 @@
+import Downloader
+import Foundation
+import HTTPTestServer
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+@Suite("dl reliability")
+final class DLReliabilityTests: Sendable {
+    let server: HTTPTestServer
+    let work: URL
+
+    init() throws {
+        server = try HTTPTestServer()
+        work = FileManager.default.temporaryDirectory.appendingPathComponent("dl-reliability-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
+    }
+
+    deinit {
+        server.stop()
+        try? FileManager.default.removeItem(at: work)
+    }
+
+    var dir: URL { work.appendingPathComponent("out") }
+
+    @Test("A connection closed before any response fails or crashes the first run (corelibs #5285); a rerun recovers")
+    func closedBeforeAnyResponse() async throws {
+        let url = server.url("/bytes/cbr?size=200000&closeBeforeResponse=1")
+        let first = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
+        // Swift before 6.4 may fatalError inside FoundationNetworking (a signal, status > 128); a fixed toolchain
+        // retries the lost connection and succeeds, or reports it (status 1). Never a wrong file.
+        #expect(first.status == 0 || first.status == 1 || first.status > 128, "status \(first.status): \(first.stderr)")
+        if first.status == 1 { #expect(first.stderr.contains("dl: \(url.absoluteString): ")) }
+        let second = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
+        #expect(second.status == 0, "\(second.stderr)")
+        let file = try #require(second.lines.first)
+        #expect(MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: file))) == TestContent(name: "cbr", size: 200_000).md5)
+    }
+
+    @Test("Killed by SIGKILL mid-transfer again and again, dl still ends with every file verified and little fetched twice")
+    func crashLoop() async throws {
+        let kills = 4
+        let size = 600_000
+        var random = SeededGenerator(seed: 7)
+        // Each file's response stalls once per run, after a seeded random number of bytes: every kill lands while all
+        // ten transfers are mid-way, whatever the machine's load; after `kills` runs no stall is left.
+        let stalls = (0..<10).map { _ in Int.random(in: 20_000...100_000, using: &random) }
+        let names = (0..<10).map { "loop\($0)" }
+        let urls = zip(names, stalls).map { name, stall in
+            server.url("/bytes/\(name)?size=\(size)&stallAfter=\(stall)&stall=60&stallCount=\(kills)").absoluteString
+        }
+        let perRun = Int64(stalls.reduce(0, +))
+        for kill in 0..<kills {
+            let before = server.statistics.bodyBytesSent
+            let process = try DLProcess(["--dir", dir.path, "--quiet", "--max-active", "10"] + urls, in: work)
+            #expect(await server.waitUntil(timeout: .seconds(30)) { $0.bodyBytesSent >= before + perRun }, "kill \(kill)")
+            process.send(SIGKILL)
+            let outcome = await process.wait()
+            #expect(outcome.status == 128 + SIGKILL)
+            let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
+            #expect(list.status == 0, "receipts load after kill \(kill): \(list.stderr)")
+        }
+        let last = try await DLProcess.run(["--dir", dir.path, "--quiet", "--max-active", "10"] + urls, in: work)
+        #expect(last.status == 0, "\(last.stderr)")
+        #expect(last.lines.count == names.count)
+        for name in names {
+            let file = dir.appendingPathComponent(name)
+            #expect(MD5.hash(data: try Data(contentsOf: file)) == TestContent(name: name, size: size).md5, "\(name)")
+        }
+        // A kill loses at most what sat unread in socket buffers; everything written was resumed by Range.
+        let total = Int64(names.count * size)
+        #expect(server.statistics.bodyBytesSent <= total + Int64(kills * 10 * 256 * 1024))
+        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("downloading").path)) ?? []
+        #expect(leftovers.isEmpty, "no partial files left: \(leftovers)")
+    }
+}
