@@ -226,14 +226,14 @@ final class DownloadManagerTests: Sendable {
     @Test("Cancelling the awaiting task throws CancellationError and suspends only if nobody else waits")
     func cancellation() async throws {
         let manager = try makeManager()
-        let url = server.url("/bytes/cx?size=400000&rate=400000")
+        let url = server.url("/bytes/cx?size=400000&stallAfter=10000&stall=60&stallCount=1")  // cannot finish first
         let lonely = Task { try await manager.download(url) }
         #expect(await server.waitUntil { $0.bodyBytesSent >= 10_000 })
         lonely.cancel()
         await #expect(throws: CancellationError.self) { try await lonely.value }
         #expect(await manager.receipt(for: url)?.state == .suspended)
 
-        let shared = server.url("/bytes/cy?size=300000&rate=600000")
+        let shared = server.url("/bytes/cy?size=300000&stallAfter=10000&stall=2&stallCount=1")
         let a = Task { try await manager.download(shared) }
         let b = Task { try await manager.download(shared) }
         #expect(await server.waitUntil { $0.requests.contains { $0.path == "/bytes/cy" && $0.method == "GET" } })

@@ -80,6 +80,9 @@ public actor DownloadManager {
         backoff = Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay)
         scheduler = Scheduler(prioritization: configuration.prioritization)
 
+        // Temporary files of atomic writes that a crash interrupted.
+        AtomicFile.removeOrphans(in: configuration.directory)
+        AtomicFile.removeOrphans(in: directory.downloadingArea)
         let (loaded, error) = store.load()
         receiptsRecoveryError = error
         let directory = self.directory

@@ -36,7 +36,7 @@ struct PartialState: Codable, Sendable, Equatable {
         do {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
-            try encoder.encode(self).write(to: file, options: .atomic)
+            try AtomicFile.write(encoder.encode(self), to: file)
         } catch {
             throw .fileSystem(url, reason: "cannot save the transfer state \(file.lastPathComponent): \(error.localizedDescription)")
         }

@@ -81,7 +81,7 @@ final class ReceiptStore: Sendable {
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
             let data = try encoder.encode(FileFormat(version: 1, records: records))
-            try data.write(to: fileURL, options: .atomic)
+            try AtomicFile.write(data, to: fileURL)
             // Headers (credentials) may be stored: keep the file private.
             try? FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: fileURL.path)
             lastSaveError.withLock { $0 = nil }
