@@ -163,14 +163,14 @@ fresh
 "$DL" --quiet --dir "$WORK/out" "$BASE/slow/1g.bin" > /dev/null 2>&1 &
 DL_PID=$!
 while :; do
-    partial=$(find "$WORK/out/downloading" -name '*.part' -printf '%s\n' 2>/dev/null | head -1)
+    partial=$(find "$WORK/out/downloading" -name '*.part' -printf '%s\n' 2>/dev/null | head -1 || true)
     [[ -n "$partial" && "$partial" -ge $((1 << 29)) ]] && break
     kill -0 "$DL_PID" 2>/dev/null || break
     sleep 0.02
 done
 kill -9 "$DL_PID" 2>/dev/null || true
 wait "$DL_PID" 2>/dev/null || true
-killed_at=$(find "$WORK/out/downloading" -name '*.part' -printf '%s\n' 2>/dev/null | head -1)
+killed_at=$(find "$WORK/out/downloading" -name '*.part' -printf '%s\n' 2>/dev/null | head -1 || true)
 "$DL" --quiet --dir "$WORK/out" "$BASE/slow/1g.bin" > /dev/null
 resume_ok=$([[ $(md5sum "$WORK/out/1g.bin" | cut -d' ' -f1) == "$MD5_1G" ]] && echo ok || echo WRONG)
 served=$(awk '$2 == "/slow/1g.bin" { sum += $4 } END { print sum + 0 }' "$WORK/logs/access.log")

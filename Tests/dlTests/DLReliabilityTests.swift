@@ -41,6 +41,20 @@ final class DLReliabilityTests: Sendable {
         #expect(MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: file))) == TestContent(name: "cbr", size: 200_000).md5)
     }
 
+    @Test("Response headers without a space after the colon (corelibs #5527) end verified or as a clear error, never a wrong file")
+    func headersWithoutSpace() async throws {
+        let url = server.url("/bytes/nospace?size=100000&nospace=1")
+        let outcome = try await DLProcess.run(["--dir", dir.path, "--retries", "1", url.absoluteString], in: work)
+        if outcome.status == 0 {
+            let file = try #require(outcome.lines.first)
+            #expect(MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: file))) == TestContent(name: "nospace", size: 100_000).md5)
+        } else {
+            #expect(outcome.status == 1, "status \(outcome.status): \(outcome.stderr)")
+            #expect(outcome.stderr.contains("dl: \(url.absoluteString): "))
+            #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("nospace").path))
+        }
+    }
+
     @Test("Killed by SIGKILL mid-transfer again and again, dl still ends with every file verified and little fetched twice")
     func crashLoop() async throws {
         let kills = 4
