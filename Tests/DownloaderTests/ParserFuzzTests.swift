@@ -6,7 +6,7 @@ import Testing
 
 /// Random and mutated inputs for every parser that reads what a server sends, and for the file-name sanitiser.
 ///
-/// The suite runs a fast sample; `DOWNLOADER_FUZZ_ITERATIONS=1000000 swift test --filter "Parser fuzzing"` runs the
+/// The suite runs a fast sample; `DOWNLOADER_FUZZ_ITERATIONS=1000000 swift test --filter ParserFuzzTests` runs the
 /// full million (`Tests/Reliability/fuzz.sh`). `DOWNLOADER_FUZZ_SEED` changes the seed; every run is reproducible.
 @Suite("Parser fuzzing")
 struct ParserFuzzTests {

@@ -8,4 +8,4 @@ export DOWNLOADER_FUZZ_ITERATIONS=${1:-1000000}
 export DOWNLOADER_FUZZ_SEED=${2:-24301}
 cd "$ROOT"
 swift build --build-tests >&2
-time swift test --skip-build --filter "Parser fuzzing"
+time swift test --skip-build --filter ParserFuzzTests

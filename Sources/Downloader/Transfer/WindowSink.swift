@@ -190,9 +190,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         // hashed. A transport complaint after that (a Content-Length larger than the body) changes nothing.
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
         if let error, !gotEverything {
-            let reason = (error as? URLError).map { "\($0.localizedDescription) (URLError \($0.code.rawValue))" }
-                ?? "\(error)"
-            return .failed(.connectionFailed(job.url, reason: reason, underlying: SavedError(description: "\(error)")))
+            return .failed(
+                .connectionFailed(
+                    job.url, reason: TransportError.describe(error), underlying: SavedError(description: "\(error)")))
         }
         if let expectedBodyLength, received < expectedBodyLength {
             return .failed(
@@ -221,7 +221,10 @@ final class ProbeSink: TransferSink, Sendable {
 
     func complete(error: (any Error)?) -> RequestEnd {
         if let error {
-            return .failed(.connectionFailed(response?.url ?? URL(string: "about:blank")!, reason: "\(error)"))
+            return .failed(
+                .connectionFailed(
+                    response?.url ?? URL(string: "about:blank")!, reason: TransportError.describe(error),
+                    underlying: SavedError(description: "\(error)")))
         }
         return .finished
     }
