@@ -41,7 +41,8 @@ trap cleanup EXIT
 log "building release products"
 swift build -c release --package-path "$ROOT" --product dl >&2
 DL="$(swift build -c release --package-path "$ROOT" --show-bin-path)/dl"
-swift build -c release --package-path "$HERE" >&2
+# A path dependency's new source files are sometimes missed by the first build after they appear: retry once.
+swift build -c release --package-path "$HERE" >&2 || swift build -c release --package-path "$HERE" >&2
 BIN="$(swift build -c release --package-path "$HERE" --show-bin-path)"
 
 # --- data and server -------------------------------------------------------------------------------------------

@@ -125,6 +125,26 @@ final class HTTPTestServerTests {
         #expect(!again.truncated && again.body.count == 34_464)
     }
 
+    @Test("stallCount limits the stall to the first K responses")
+    func stallCount() throws {
+        let target = "/bytes/sc?size=3000&stallAfter=1000&stall=0.4&stallCount=1"
+        let start = Date()
+        let first = try RawHTTPClient(port: server.port).send("GET", target)
+        #expect(first.body.count == 3000 && Date().timeIntervalSince(start) >= 0.35)
+        let second = try RawHTTPClient(port: server.port).send("GET", target)
+        #expect(second.body.count == 3000)
+        #expect(server.requests.count == 2)
+    }
+
+    @Test("closeBeforeResponse closes the first K connections without a byte of response")
+    func closeBeforeResponse() throws {
+        let target = "/bytes/cb?size=100&closeBeforeResponse=1"
+        let first = try RawHTTPClient(port: server.port).send("GET", target)
+        #expect(first.status == 0 && first.rawHeaderLines.isEmpty && first.body.isEmpty)
+        let second = try RawHTTPClient(port: server.port).send("GET", target)
+        #expect(second.status == 200 && second.body == TestContent(name: "cb", size: 100).bytes(in: 0..<100))
+    }
+
     @Test("nohead refuses HEAD with 405 and serves GET")
     func noHead() throws {
         let client = try RawHTTPClient(port: server.port)
