@@ -6,17 +6,12 @@ import Testing
 
 @Suite("Disk faults")
 final class DiskFaultTests: Sendable {
-    let server: HTTPTestServer
-    let temporary: TemporaryDirectory
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var temporary: TemporaryDirectory { TemporaryDirectory(existing: workspace.directory) }
 
     init() throws {
-        server = try HTTPTestServer()
-        temporary = try TemporaryDirectory()
-    }
-
-    deinit {
-        server.stop()
-        temporary.remove()
+        workspace = try TestWorkspace()
     }
 
     func makeManager() throws -> DownloadManager {

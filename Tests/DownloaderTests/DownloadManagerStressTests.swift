@@ -14,11 +14,8 @@ struct DownloadManagerStressTests {
             server.stop()
             temporary.remove()
         }
-        var configuration = DownloadManager.Configuration(directory: temporary.url)
-        configuration.maximumActiveDownloads = 8
-        configuration.retryBaseDelay = 0.01
-        configuration.windowSize = 32_768
-        let manager = try DownloadManager(configuration: configuration)
+        let manager = try DownloadManager(
+            configuration: .forTests(directory: temporary.url, maximumActive: 8, window: 32_768))
 
         var sizes = SeededGenerator(seed: 1)
         let contents = (0..<200).map { TestContent(name: "s\($0)", size: Int.random(in: 1_000...120_000, using: &sizes)) }

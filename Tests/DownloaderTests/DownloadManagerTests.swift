@@ -6,30 +6,22 @@ import Testing
 
 @Suite("DownloadManager")
 final class DownloadManagerTests: Sendable {
-    let server: HTTPTestServer
-    let temporary: TemporaryDirectory
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var temporary: TemporaryDirectory { TemporaryDirectory(existing: workspace.directory) }
 
     init() throws {
-        server = try HTTPTestServer()
-        temporary = try TemporaryDirectory()
-    }
-
-    deinit {
-        server.stop()
-        temporary.remove()
+        workspace = try TestWorkspace()
     }
 
     func makeManager(
         maximumActive: Int = 4, prioritization: DownloadPrioritization = .fifo, retryLimit: Int = 5,
         stallTimeout: TimeInterval = 10, directory: URL? = nil, window: Int = 16 << 20
     ) throws -> DownloadManager {
-        var configuration = DownloadManager.Configuration(directory: directory ?? temporary.url)
-        configuration.maximumActiveDownloads = maximumActive
+        var configuration = DownloadManager.Configuration.forTests(
+            directory: directory ?? temporary.url, maximumActive: maximumActive, retryLimit: retryLimit,
+            stallTimeout: stallTimeout, window: window)
         configuration.prioritization = prioritization
-        configuration.retryLimit = retryLimit
-        configuration.retryBaseDelay = 0.01
-        configuration.stallTimeout = stallTimeout
-        configuration.windowSize = window
         return try DownloadManager(configuration: configuration)
     }
 

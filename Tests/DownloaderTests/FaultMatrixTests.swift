@@ -80,13 +80,9 @@ struct FaultMatrixTests {
             server.stop()
             temporary.remove()
         }
-        var configuration = DownloadManager.Configuration(directory: temporary.url)
-        configuration.maximumActiveDownloads = 8
-        configuration.retryBaseDelay = 0.01
-        configuration.retryLimit = 4
-        configuration.stallTimeout = 1
-        configuration.windowSize = Self.window
-        let manager = try DownloadManager(configuration: configuration)
+        let manager = try DownloadManager(
+            configuration: .forTests(
+                directory: temporary.url, maximumActive: 8, retryLimit: 4, stallTimeout: 1, window: Self.window))
 
         let cases = Self.cases
         let results = await withTaskGroup(of: (Case, URL, Result<DownloadReceipt, any Error>).self) { group in

@@ -12,6 +12,11 @@ struct TemporaryDirectory {
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
+    /// Wraps a directory someone else owns (a `TestWorkspace`'s).
+    init(existing url: URL) {
+        self.url = url
+    }
+
     func remove() {
         try? FileManager.default.removeItem(at: url)
     }
@@ -26,6 +31,22 @@ struct TemporaryDirectory {
             _ = FileManager.default.fileExists(atPath: root + "/" + path, isDirectory: &isDirectory)
             return isDirectory.boolValue ? nil : path
         }.sorted()
+    }
+}
+
+extension DownloadManager.Configuration {
+    /// A configuration for tests: quick retries, and the given limits.
+    static func forTests(
+        directory: URL, maximumActive: Int = 4, retryLimit: Int = 5, stallTimeout: TimeInterval = 10,
+        window: Int = 16 << 20
+    ) -> DownloadManager.Configuration {
+        var configuration = DownloadManager.Configuration(directory: directory)
+        configuration.maximumActiveDownloads = maximumActive
+        configuration.retryLimit = retryLimit
+        configuration.retryBaseDelay = 0.01
+        configuration.stallTimeout = stallTimeout
+        configuration.windowSize = window
+        return configuration
     }
 }
 

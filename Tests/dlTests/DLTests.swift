@@ -11,18 +11,12 @@ import Testing
 
 @Suite("dl")
 final class DLTests: Sendable {
-    let server: HTTPTestServer
-    let work: URL
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var work: URL { workspace.directory }
 
     init() throws {
-        server = try HTTPTestServer()
-        work = FileManager.default.temporaryDirectory.appendingPathComponent("dl-tests-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: work, withIntermediateDirectories: true)
-    }
-
-    deinit {
-        server.stop()
-        try? FileManager.default.removeItem(at: work)
+        workspace = try TestWorkspace(prefix: "dl-tests")
     }
 
     var dir: URL { work.appendingPathComponent("out") }
