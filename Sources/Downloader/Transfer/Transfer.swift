@@ -247,7 +247,12 @@ final class Transfer: Sendable {
             let sink = WindowSink(
                 job: job, start: start, end: end, ranged: end != nil, checkpointInterval: configuration.windowSize,
                 progress: progress)
-            switch await bridge.perform(request, sink: sink) {
+            let outcome = await bridge.perform(request, sink: sink)
+            // The request is over and its sink has drained the disk queue; synchronising with that queue here makes
+            // the hand-off of the job's state to this task explicit (ThreadSanitizer does not always see it through
+            // the continuation). The queue is idle, so this returns at once.
+            job.disk.sync {}
+            switch outcome {
             case .finished:
                 try job.checkpoint()
                 if sink.isWholeStream { return }
