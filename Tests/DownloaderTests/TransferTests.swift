@@ -12,15 +12,18 @@ final class TransferTests: Sendable {
     let temporary: TemporaryDirectory
     let directory: DownloadDirectory
 
+    /// One session for all transfer tests: creating and invalidating one per test hits a teardown race in
+    /// swift-corelibs-foundation (#4791, #5469). The manager, too, keeps one session for its whole life.
+    static let sharedBridge = SessionBridge(configuration: .init(stallTimeout: 5))
+
     init() throws {
         server = try HTTPTestServer()
-        bridge = SessionBridge(configuration: .init(stallTimeout: 5))
+        bridge = Self.sharedBridge
         temporary = try TemporaryDirectory()
         directory = DownloadDirectory(root: temporary.url)
     }
 
     deinit {
-        bridge.invalidate()
         server.stop()
         temporary.remove()
     }

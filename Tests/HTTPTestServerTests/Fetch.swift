@@ -14,6 +14,13 @@ final class NoRedirects: NSObject, URLSessionTaskDelegate, Sendable {
     }
 }
 
+/// Two sessions for the whole test process. Creating and invalidating a session per request hits a teardown race in
+/// swift-corelibs-foundation (#4791, #5469: a crash in `_dispatch_event_loop_drain`).
+enum Sessions {
+    static let following = URLSession(configuration: .ephemeral)
+    static let notFollowing = URLSession(configuration: .ephemeral, delegate: NoRedirects(), delegateQueue: nil)
+}
+
 /// One request through URLSession, as a real client would make it.
 /// - Parameters:
 ///   - url: the URL.
@@ -28,9 +35,7 @@ func fetch(
     request.httpMethod = method
     request.timeoutInterval = 30
     for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-    let session = URLSession(
-        configuration: .ephemeral, delegate: followRedirects ? nil : NoRedirects(), delegateQueue: nil)
-    defer { session.finishTasksAndInvalidate() }
+    let session = followRedirects ? Sessions.following : Sessions.notFollowing
     return try await withCheckedThrowingContinuation { continuation in
         let task = session.dataTask(with: request) { data, response, error in
             if let error {

@@ -164,7 +164,12 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         }
         watchdog.cancel()
         let session = self.session!
-        controlQueue.async { session.invalidateAndCancel() }
+        // With nothing running, let the session finish gracefully; cancelling is only for what is still in flight.
+        if entries.isEmpty {
+            controlQueue.async { session.finishTasksAndInvalidate() }
+        } else {
+            controlQueue.async { session.invalidateAndCancel() }
+        }
     }
 
     // MARK: - Delegate-queue side
