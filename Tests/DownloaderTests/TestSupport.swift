@@ -56,7 +56,7 @@ func md5OfFile(_ url: URL) throws -> MD5Digest {
 }
 
 func fileSize(_ url: URL) -> Int64? {
-    (try? FileManager.default.attributesOfItem(atPath: url.path)[.size] as? NSNumber)?.int64Value
+    FileManager.default.sizeOfItem(at: url)
 }
 
 /// Runs a transfer and returns its outcome as a `Result`, for tests that expect failures.

@@ -92,9 +92,9 @@ public actor DownloadManager {
             case .downloading, .willResume:
                 // Interrupted by a crash or kill: not running any more, resumable from the partial file.
                 record.receipt.state = .suspended
-                record.receipt.totalBytesWritten = Self.partialLength(directory.partialFile(for: url))
+                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
             case .suspended, .failed, .none:
-                record.receipt.totalBytesWritten = Self.partialLength(directory.partialFile(for: url))
+                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
             case .completed:
                 break
             }
@@ -454,7 +454,7 @@ public actor DownloadManager {
             case .failure(let error):
                 record.receipt.state = .failed
                 record.receipt.error = error
-                record.receipt.totalBytesWritten = Self.partialLength(directory.partialFile(for: url))
+                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
             }
             records[url] = record
             changed(url)
@@ -484,7 +484,7 @@ public actor DownloadManager {
         if stopping.removeValue(forKey: generation) != nil {
             if var record = records[url], record.receipt.state == .suspended, active[url] == nil {
                 // The transfer has really ended: report the partial file's true length.
-                record.receipt.totalBytesWritten = Self.partialLength(directory.partialFile(for: url))
+                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
                 records[url] = record
                 changed(url)
             }
@@ -604,15 +604,8 @@ public actor DownloadManager {
         store.scheduleSave(order.compactMap { records[$0] })
     }
 
-    private static func partialLength(_ file: URL) -> Int64 {
-        ((try? FileManager.default.attributesOfItem(atPath: file.path))?[.size] as? NSNumber)?.int64Value ?? 0
-    }
-
     /// Whether a completed receipt's file is still there with its recorded size.
     private static func completedFileIsIntact(_ receipt: DownloadReceipt) -> Bool {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: receipt.fileURL.path),
-            let size = attributes[.size] as? NSNumber
-        else { return false }
-        return size.int64Value == receipt.totalBytesWritten
+        FileManager.default.sizeOfItem(at: receipt.fileURL) == receipt.totalBytesWritten
     }
 }

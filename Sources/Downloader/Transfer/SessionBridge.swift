@@ -174,11 +174,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     // MARK: - Delegate-queue side
 
-    /// Closes a request from inside a delegate callback (the sink decided).
-    private func closeFromDelegate(_ id: Int, with end: RequestEnd) {
-        if let task = markClosed(id, with: end) { controlQueue.async { task.cancel() } }
-    }
-
     /// The sink of an open request, marking activity for the watchdog; `nil` once closed.
     private func openSink(_ id: Int) -> (any TransferSink)? {
         state.withLock { state in
@@ -200,7 +195,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             return
         }
         if let end = sink.receive(response: response) {
-            closeFromDelegate(id, with: end)
+            close(taskIdentifier: id, with: end)
             completionHandler(.cancel)
         } else {
             completionHandler(.allow)
@@ -210,7 +205,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let id = dataTask.taskIdentifier
         guard let sink = openSink(id) else { return }
-        if let end = sink.receive(data: data) { closeFromDelegate(id, with: end) }
+        if let end = sink.receive(data: data) { close(taskIdentifier: id, with: end) }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
@@ -270,7 +265,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         case .refuse(let end):
             // Not followed: the task ends by itself with the 3xx, which the closed entry ignores. It is not
             // cancelled (the redirect is in flight), so the handler is safe to call.
-            closeFromDelegate(id, with: end)
+            close(taskIdentifier: id, with: end)
             completionHandler(nil)
         }
     }

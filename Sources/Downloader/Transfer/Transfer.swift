@@ -131,35 +131,24 @@ final class Transfer: Sendable {
     private func probe() async throws(DownloadError) -> Probe? {
         var request = makeRequest()
         request.httpMethod = "HEAD"
-        let sink = ProbeSink()
+        let sink = ProbeSink(url: url)
         switch await bridge.perform(request, sink: sink) {
         case .finished:
             guard let response = sink.response else { return nil }
             switch response.statusCode {
             case 200..<300:
-                let encoding = response.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
                 let length = response.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
                 return Probe(
-                    totalLength: encoding == nil || encoding == "identity" ? length : nil,
+                    totalLength: response.isContentEncoded ? nil : length,
                     acceptsRanges: response.value(forHTTPHeaderField: "Accept-Ranges")?.lowercased() != "none",
-                    validators: Validators(
-                        etag: response.value(forHTTPHeaderField: "ETag"),
-                        lastModified: response.value(forHTTPHeaderField: "Last-Modified")),
-                    suggestedFilename: response.value(forHTTPHeaderField: "Content-Disposition")
-                        .flatMap(ContentDisposition.filename),
-                    announcedMD5: DigestHeaders.md5(
-                        contentMD5: response.value(forHTTPHeaderField: "Content-MD5"),
-                        digest: response.value(forHTTPHeaderField: "Digest")))
+                    validators: response.validators, suggestedFilename: response.dispositionFilename,
+                    announcedMD5: response.announcedMD5)
             case 400, 403, 405, 501:
                 return nil
             default:
-                let retryAfter = response.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
-                throw .httpStatus(response.statusCode, url: url, retryAfter: retryAfter)
+                throw .httpStatus(response.statusCode, url: url, retryAfter: response.retryAfter)
             }
         case .failed(let error):
-            if error == .connectionFailed {
-                throw .connectionFailed(url, reason: error.reason, underlying: error.underlyingError)
-            }
             throw error
         case .cancelled:
             throw .cancelled(url)
@@ -171,7 +160,7 @@ final class Transfer: Sendable {
     /// Picks up the partial file: with a saved state of the same version, continue its hash (re-hashing only the
     /// bytes written after the last checkpoint); otherwise start from an empty file.
     private func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) {
-        let length = fileLength(job.partialFile)
+        let length = FileManager.default.sizeOfItem(at: job.partialFile)
         if let saved = PartialState.load(from: job.stateFile, for: url), let length {
             var sameVersion = true
             if let probe {
@@ -321,13 +310,6 @@ final class Transfer: Sendable {
         for (name, value) in options.headers { request.setValue(value, forHTTPHeaderField: name) }
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         return request
-    }
-
-    private func fileLength(_ file: URL) -> Int64? {
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: file.path),
-            let size = attributes[.size] as? NSNumber
-        else { return nil }
-        return size.int64Value
     }
 
     /// Feeds bytes `from..<to` of the partial file into the hash, 1 MiB at a time.

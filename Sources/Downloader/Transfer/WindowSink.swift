@@ -42,10 +42,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         guard let http = response as? HTTPURLResponse else {
             return .failed(.invalidResponse(url, reason: "not an HTTP response"))
         }
-        let validators = Validators(
-            etag: http.value(forHTTPHeaderField: "ETag"), lastModified: http.value(forHTTPHeaderField: "Last-Modified"))
-        let encoding = http.value(forHTTPHeaderField: "Content-Encoding")?.lowercased()
-        let encoded = encoding != nil && encoding != "identity"
+        let validators = http.validators
+        let encoded = http.isContentEncoded
         switch http.statusCode {
         case 206:
             guard ranged, let header = http.value(forHTTPHeaderField: "Content-Range"),
@@ -57,7 +55,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 return .failed(.invalidResponse(url, reason: "asked for bytes from \(start), got Content-Range \(header)"))
             }
             guard !encoded else {
-                return .failed(.invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding!) cannot be spliced"))
+                let encoding = http.value(forHTTPHeaderField: "Content-Encoding") ?? ""
+                return .failed(.invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding) cannot be spliced"))
             }
             if start > 0 {
                 if validators.differs(from: job.validators) {
@@ -88,20 +87,15 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             let length = http.expectedContentLength
             job.totalLength = encoded || length < 0 ? nil : length
             expectedBodyLength = job.totalLength
-            job.suggestedFilename =
-                http.value(forHTTPHeaderField: "Content-Disposition").flatMap(ContentDisposition.filename)
-                ?? job.suggestedFilename
-            job.announcedMD5 = DigestHeaders.md5(
-                contentMD5: http.value(forHTTPHeaderField: "Content-MD5"),
-                digest: http.value(forHTTPHeaderField: "Digest"))
+            job.suggestedFilename = http.dispositionFilename ?? job.suggestedFilename
+            job.announcedMD5 = http.announcedMD5
             if encoded { job.rangesSupported = false }
             if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.checkpoint() }) { return .failed(failure) }
         case 416:
             let complete = http.value(forHTTPHeaderField: "Content-Range").flatMap(ContentRange.init)?.completeLength
             return .unsatisfiable(completeLength: complete)
         default:
-            let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
-            return .failed(.httpStatus(http.statusCode, url: url, retryAfter: retryAfter))
+            return .failed(.httpStatus(http.statusCode, url: url, retryAfter: http.retryAfter))
         }
         if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.openWriter() }) { return .failed(failure) }
         return nil
@@ -206,7 +200,12 @@ final class WindowSink: TransferSink, @unchecked Sendable {
 /// The sink of the HEAD probe: keeps the response (behind a lock: the caller may be resumed from another thread when
 /// a closed request never completes).
 final class ProbeSink: TransferSink, Sendable {
+    private let url: URL
     private let stored = Locked<HTTPURLResponse?>(nil)
+
+    init(url: URL) {
+        self.url = url
+    }
 
     var response: HTTPURLResponse? { stored.withLock { $0 } }
 
@@ -222,9 +221,7 @@ final class ProbeSink: TransferSink, Sendable {
     func complete(error: (any Error)?) -> RequestEnd {
         if let error {
             return .failed(
-                .connectionFailed(
-                    response?.url ?? URL(string: "about:blank")!, reason: TransportError.describe(error),
-                    underlying: SavedError(description: "\(error)")))
+                .connectionFailed(url, reason: TransportError.describe(error), underlying: SavedError(description: "\(error)")))
         }
         return .finished
     }
