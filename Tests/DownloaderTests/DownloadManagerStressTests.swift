@@ -8,12 +8,10 @@ import Testing
 struct DownloadManagerStressTests {
     @Test("200 downloads with random suspend, resume, remove and duplicates from 16 tasks end verified, with no stray files")
     func randomOperations() async throws {
-        let server = try HTTPTestServer()
-        let temporary = try TemporaryDirectory()
-        defer {
-            server.stop()
-            temporary.remove()
-        }
+        let workspace = try TestWorkspace()
+        defer { withExtendedLifetime(workspace) {} }  // its deinit stops the server: keep it to the end
+        let server = workspace.server
+        let temporary = TemporaryDirectory(existing: workspace.directory)
         let manager = try DownloadManager(
             configuration: .forTests(directory: temporary.url, maximumActive: 8, window: 32_768))
 

@@ -74,12 +74,10 @@ struct FaultMatrixTests {
 
     @Test("Every fault ends verified or as a clear error, and the completed area never holds a corrupt file")
     func faultMatrix() async throws {
-        let server = try HTTPTestServer()
-        let temporary = try TemporaryDirectory()
-        defer {
-            server.stop()
-            temporary.remove()
-        }
+        let workspace = try TestWorkspace()
+        defer { withExtendedLifetime(workspace) {} }  // its deinit stops the server: keep it to the end
+        let server = workspace.server
+        let temporary = TemporaryDirectory(existing: workspace.directory)
         let manager = try DownloadManager(
             configuration: .forTests(
                 directory: temporary.url, maximumActive: 8, retryLimit: 4, stallTimeout: 1, window: Self.window))
