@@ -268,8 +268,7 @@ public actor DownloadManager {
             records[url] = record
             changed(url)
         }
-        let pending = Array(stopping.values.map(\.task)) + Array(previousWork.values)
-        for task in pending { await task.value }
+        await waitUntilQuiet()
         ticker?.cancel()
         ticker = nil
         await store.save(order.compactMap { records[$0] })
