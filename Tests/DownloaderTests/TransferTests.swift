@@ -57,6 +57,21 @@ final class TransferTests: Sendable {
 }
 
 extension TransferTests {
+    @Test("A fresh download starts with its first GET; only a resume asks HEAD whether the saved bytes still match")
+    func headOnlyWhenResuming() async throws {
+        let size = 200_000
+        let path = "/bytes/probe?size=\(size)&dropAt=100000"
+        let first = await runTransfer(transfer(path, window: 65_536))
+        #expect(throws: DownloadError.connectionFailed) { try first.get() }
+        let methods = { self.server.requests.filter { $0.path == "/bytes/probe" }.map(\.method) }
+        #expect(methods() == ["GET", "GET"])
+
+        let result = try await transfer(path, window: 65_536).run()
+        #expect(result.resumedBytes == 100_000)
+        #expect(result.md5 == TestContent(name: "probe", size: size).md5)
+        #expect(methods() == ["GET", "GET", "HEAD", "GET", "GET"])
+    }
+
     @Test("Windows are fetched in order, each a closed Range, never overlapping")
     func windowsInOrder() async throws {
         let size = 5 * 65_536 + 123

@@ -30,6 +30,11 @@ struct PartialState: Codable, Sendable, Equatable {
         return state
     }
 
+    /// Whether a saved state exists (readable or not) at `file`.
+    static func exists(at file: URL) -> Bool {
+        FileManager.default.fileExists(atPath: file.path)
+    }
+
     /// Saves atomically (temporary file, then rename).
     /// - Throws: `DownloadError.fileSystem`.
     func save(to file: URL) throws(DownloadError) {

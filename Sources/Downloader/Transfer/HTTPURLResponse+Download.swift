@@ -16,10 +16,15 @@ extension HTTPURLResponse {
         value(forHTTPHeaderField: "Content-Disposition").flatMap(ContentDisposition.filename)
     }
 
-    /// The MD5 announced by `Content-MD5` or `Digest`.
-    var announcedMD5: MD5Digest? {
+    /// The MD5 of the whole file announced by `Content-MD5` or `Digest`.
+    var announcedMD5: MD5Digest? { announcedMD5(bodyIsWholeFile: true) }
+
+    /// The MD5 of the whole file announced by `Digest`, or by `Content-MD5` when the body is the whole file
+    /// (`Content-MD5` describes the body: on a partial 206 it is the digest of that part only).
+    func announcedMD5(bodyIsWholeFile: Bool) -> MD5Digest? {
         DigestHeaders.md5(
-            contentMD5: value(forHTTPHeaderField: "Content-MD5"), digest: value(forHTTPHeaderField: "Digest"))
+            contentMD5: bodyIsWholeFile ? value(forHTTPHeaderField: "Content-MD5") : nil,
+            digest: value(forHTTPHeaderField: "Digest"))
     }
 
     /// The delay asked for by `Retry-After`, in seconds.

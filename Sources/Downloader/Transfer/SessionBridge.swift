@@ -87,7 +87,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     func perform(_ request: URLRequest, sink: any TransferSink) async -> RequestEnd {
         let task: URLSessionDataTask = session.dataTask(with: request)
         let id = task.taskIdentifier
-        return await withTaskCancellationHandler {
+        let end = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<RequestEnd, Never>) in
                 let accepted = state.withLock { state -> Bool in
                     guard !state.invalidated else { return false }
@@ -112,6 +112,10 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         } onCancel: {
             close(taskIdentifier: id, with: .cancelled)
         }
+        // The sink wrote its state on the delegate queue before the request ended; taking the lock that side took
+        // last makes the hand-off explicit (ThreadSanitizer does not always see it through the continuation).
+        state.withLock { _ in }
+        return end
     }
 
     /// Closes a request from any thread: late events are dropped from now on and the task is cancelled on the
@@ -216,12 +220,15 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             return (entry.sink, entry.continuation, entry.closed ? entry.pendingEnd : nil)
         }
         guard let (sink, continuation, pendingEnd) = finished else { return }
+        let end: RequestEnd
         if let pendingEnd {
             sink.finish()
-            continuation?.resume(returning: pendingEnd)
+            end = pendingEnd
         } else {
-            continuation?.resume(returning: sink.complete(error: error))
+            end = sink.complete(error: error)
         }
+        state.withLock { _ in }  // publishes the sink's last writes to the caller (see `perform`)
+        continuation?.resume(returning: end)
     }
 
     func urlSession(

@@ -20,7 +20,7 @@ struct TransferResult: Sendable {
 
 /// Takes one URL to one complete, verified file, surviving interruptions without ever producing a wrong byte.
 ///
-/// The flow is one way: probe (HEAD) → restore the partial file and its saved hash → fetch the rest in sequential
+/// The flow is one way: probe (HEAD, when resuming) → restore the partial file and its saved hash → fetch the rest in sequential
 /// Range windows (each validated, written and hashed as it arrives) → verify the MD5 → move into the completed area.
 /// A run that stops early (error, cancellation) leaves the partial file and its saved state consistent, so the next
 /// run resumes by Range. Scheduling, retries and persistence of receipts belong to the manager.
@@ -28,8 +28,8 @@ final class Transfer: Sendable {
     /// Settings of the engine.
     struct Configuration: Sendable {
         /// Bytes per Range request: memory stays bounded because the next window starts only after the writer has
-        /// drained this one.
-        var windowSize: Int64 = 16 << 20
+        /// finished the one before (at most two windows wait in memory).
+        var windowSize: Int64 = 8 << 20
         /// How often a file changed mid-download may restart it before giving up.
         var maximumRestarts = 3
     }
@@ -84,21 +84,30 @@ final class Transfer: Sendable {
             job.writer = nil
         }
 
-        let probe = try await self.probe()
+        // A HEAD only when there is a partial file to resume: it tells whether the saved bytes are still the
+        // current version before they are re-hashed. A fresh download learns the same from its first GET.
+        let probe = PartialState.exists(at: job.stateFile) ? try await self.probe() : nil
         try restore(job, probe: probe)
         let resumedBytes = job.offset
         var restarts = 0
         while true {
-            try await fetchRemaining(job, restarts: &restarts)
+            do {
+                try await fetchRemaining(job, restarts: &restarts)
+            } catch {
+                // The disk may still be writing the last window: let it finish before the file is closed.
+                await job.drained()
+                throw error
+            }
+            if let failure = await job.drained() { throw failure }
             job.writer?.close()
             job.writer = nil
             let digest = job.hashing ? job.md5.finalize() : nil
-            if let total = job.totalLength, total != job.offset {
+            if let total = job.metadata.totalLength, total != job.offset {
                 throw .invalidResponse(url, reason: "the file has \(job.offset) bytes, the server announced \(total)")
             }
-            if let digest, let want = expected ?? job.announcedMD5, want != digest {
-                if !job.restartedAfterMismatch {
-                    job.restartedAfterMismatch = true
+            if let digest, let want = expected ?? job.metadata.announcedMD5, want != digest {
+                if !job.metadata.restartedAfterMismatch {
+                    job.metadata.restartedAfterMismatch = true
                     try job.truncate()
                     try job.checkpoint()
                     continue
@@ -107,7 +116,13 @@ final class Transfer: Sendable {
                 try? FileManager.default.removeItem(at: job.stateFile)
                 throw .checksumMismatch(url, expected: want.hexString, actual: digest.hexString)
             }
-            let fileURL = try complete(job)
+            let fileURL: URL
+            do {
+                fileURL = try complete(job)
+            } catch {
+                try? job.checkpoint()  // the file is whole and verified: a later run only has to move it
+                throw error
+            }
             return TransferResult(
                 fileURL: fileURL, md5: digest, length: job.offset, resumedBytes: resumedBytes,
                 receivedBytes: job.receivedThisRun)
@@ -168,26 +183,26 @@ final class Transfer: Sendable {
                 if let now = probe.totalLength, let before = saved.totalLength, now != before { sameVersion = false }
             }
             if sameVersion {
-                job.validators = saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
-                job.totalLength = saved.totalLength ?? probe?.totalLength
-                job.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
-                job.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
-                job.announcedMD5 = saved.announcedMD5.flatMap(MD5Digest.init(hexString:)) ?? probe?.announcedMD5
-                job.restartedAfterMismatch = saved.restartedAfterMismatch
-                if let total = job.totalLength, length > total {
+                var metadata = TransferJob.Metadata()
+                metadata.validators = saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
+                metadata.totalLength = saved.totalLength ?? probe?.totalLength
+                metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
+                metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
+                metadata.announcedMD5 = saved.announcedMD5.flatMap(MD5Digest.init(hexString:)) ?? probe?.announcedMD5
+                metadata.restartedAfterMismatch = saved.restartedAfterMismatch
+                job.metadata = metadata
+                if let total = metadata.totalLength, length > total {
                     try startOver(job, probe: probe)
                     return
                 }
-                if !job.hashing {
-                    job.md5 = MD5()
-                } else if saved.hashedLength <= length {
-                    job.md5 = saved.md5
-                    try rehash(job, from: saved.hashedLength, to: length)
-                } else {
-                    job.md5 = MD5()
-                    try rehash(job, from: 0, to: length)
+                var md5 = MD5()
+                if job.hashing && saved.hashedLength <= length {
+                    md5 = saved.md5
+                    try rehash(&md5, from: saved.hashedLength, to: length)
+                } else if job.hashing {
+                    try rehash(&md5, from: 0, to: length)
                 }
-                job.offset = length
+                job.resume(at: length, md5: md5)
                 try job.checkpoint()
                 return
             }
@@ -197,39 +212,51 @@ final class Transfer: Sendable {
 
     private func startOver(_ job: TransferJob, probe: Probe?) throws(DownloadError) {
         try job.truncate()
-        job.validators = probe?.validators ?? Validators()
-        job.totalLength = probe?.totalLength
-        job.rangesSupported = probe?.acceptsRanges ?? true
-        job.suggestedFilename = probe?.suggestedFilename
-        job.announcedMD5 = probe?.announcedMD5
-        try job.checkpoint()
+        var metadata = TransferJob.Metadata()
+        metadata.validators = probe?.validators ?? Validators()
+        metadata.totalLength = probe?.totalLength
+        metadata.rangesSupported = probe?.acceptsRanges ?? true
+        metadata.suggestedFilename = probe?.suggestedFilename
+        metadata.announcedMD5 = probe?.announcedMD5
+        job.metadata = metadata
+        // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless it brings a
+        // small file whole (see `WindowSink.uncheckpointedSize`).
     }
 
     /// Requests windows until the file is whole.
+    ///
+    /// The disk may run one window behind the network: window n+1 is requested as soon as window n has arrived and
+    /// the disk has finished window n-1, so hashing the tail of a window overlaps the next request instead of
+    /// delaying it, and at most two windows wait in memory. Steps that touch the file first wait for the disk.
     private func fetchRemaining(_ job: TransferJob, restarts: inout Int) async throws(DownloadError) {
+        /// Opens when the disk has finished every window before the last one requested.
+        var previousWindow: DiskFence?
         while true {
             if Task.isCancelled {
-                try? job.checkpoint()
-                throw .cancelled(url)
+                try await stop(job, with: .cancelled(url))
             }
-            if let total = job.totalLength {
-                if job.offset == total { return }
-                if job.offset > total { try restart(job, reason: "the partial file is longer than the resource", &restarts) }
+            if let total = job.metadata.totalLength {
+                if job.networkOffset == total { return }
+                if job.networkOffset > total {
+                    try await settle(job)
+                    try restart(job, reason: "the partial file is longer than the resource", &restarts)
+                }
             }
-            if !job.rangesSupported && job.offset > 0 {
+            if !job.metadata.rangesSupported && job.networkOffset > 0 {
                 // No way to ask for the rest: the next request streams the whole resource from byte 0.
+                try await settle(job)
                 try job.truncate()
                 try job.checkpoint()
             }
 
             var request = makeRequest()
-            let start = job.offset
+            let start = job.networkOffset
             var end: Int64?
-            if job.rangesSupported {
+            if job.metadata.rangesSupported {
                 let last = start + configuration.windowSize - 1
-                end = job.totalLength.map { min(last, $0 - 1) } ?? last
+                end = job.metadata.totalLength.map { min(last, $0 - 1) } ?? last
                 request.setValue("bytes=\(start)-\(end!)", forHTTPHeaderField: "Range")
-                if start > 0, let ifRange = job.validators.ifRange {
+                if start > 0, let ifRange = job.metadata.validators.ifRange {
                     request.setValue(ifRange, forHTTPHeaderField: "If-Range")
                 }
             }
@@ -237,38 +264,56 @@ final class Transfer: Sendable {
                 job: job, start: start, end: end, ranged: end != nil, checkpointInterval: configuration.windowSize,
                 progress: progress)
             let outcome = await bridge.perform(request, sink: sink)
-            // The request is over and its sink has drained the disk queue; synchronising with that queue here makes
-            // the hand-off of the job's state to this task explicit (ThreadSanitizer does not always see it through
-            // the continuation). The queue is idle, so this returns at once.
-            job.disk.sync {}
             switch outcome {
             case .finished:
-                try job.checkpoint()
-                if sink.isWholeStream { return }
-                if job.totalLength == nil, let end, sink.received < end - start + 1 {
-                    job.totalLength = job.offset  // a short window of unknown total: that was the end
+                if sink.isWholeStream {
+                    try await settle(job)
+                    try job.checkpoint()
+                    return
+                }
+                // The last window of a file is not checkpointed: verification and the move follow at once.
+                if job.metadata.totalLength != job.networkOffset { job.checkpointLater() }
+                await previousWindow?.wait()
+                previousWindow = job.fence()
+                if let failure = job.diskError.withLock({ $0 }) { try await stop(job, with: failure) }
+                if job.metadata.totalLength == nil, let end, sink.received < end - start + 1 {
+                    job.metadata.totalLength = job.networkOffset  // a short window of unknown total: that was the end
                     return
                 }
             case .restartFromZero(let reason):
+                try await settle(job)
                 try restart(job, reason: reason, &restarts)
             case .unsatisfiable(let completeLength):
+                try await settle(job)
                 if let completeLength, completeLength == job.offset {
-                    job.totalLength = completeLength
+                    job.metadata.totalLength = completeLength
                     return
                 }
                 try restart(job, reason: "the server cannot serve bytes from \(job.offset)", &restarts)
-                job.totalLength = completeLength
+                job.metadata.totalLength = completeLength
             case .failed(let error):
-                try? job.checkpoint()
-                throw error
+                try await stop(job, with: error)
             case .cancelled:
-                try? job.checkpoint()
-                throw .cancelled(url)
+                try await stop(job, with: .cancelled(url))
             }
         }
     }
 
-    /// Empties the partial file to start the current version from byte 0, giving up after too many restarts.
+    /// Waits for the disk to finish what it was handed; `run()` then owns the whole job.
+    /// - Throws: the disk's error.
+    private func settle(_ job: TransferJob) async throws(DownloadError) {
+        if let failure = await job.drained() { throw failure }
+    }
+
+    /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run and throws.
+    private func stop(_ job: TransferJob, with error: DownloadError) async throws(DownloadError) -> Never {
+        let diskFailure = await job.drained()
+        try? job.checkpoint()
+        throw diskFailure ?? error
+    }
+
+    /// Empties the partial file to start the current version from byte 0, giving up after too many restarts. Call
+    /// when drained.
     private func restart(_ job: TransferJob, reason: String, _ restarts: inout Int) throws(DownloadError) {
         restarts += 1
         guard restarts <= configuration.maximumRestarts else {
@@ -277,16 +322,16 @@ final class Transfer: Sendable {
             throw .fileChanged(url, reason: "\(reason); restarted \(configuration.maximumRestarts) times")
         }
         try job.truncate()
-        job.validators = Validators()
-        job.totalLength = nil
-        job.announcedMD5 = nil
-        job.rangesSupported = true
+        let kept = job.metadata
+        job.metadata = TransferJob.Metadata()
+        job.metadata.suggestedFilename = kept.suggestedFilename
+        job.metadata.restartedAfterMismatch = kept.restartedAfterMismatch
         try job.checkpoint()
     }
 
     /// Moves the verified partial file into the completed area and forgets its saved state.
     private func complete(_ job: TransferJob) throws(DownloadError) -> URL {
-        let name = DownloadDirectory.finalName(naming: options.naming, url: url, suggested: job.suggestedFilename)
+        let name = DownloadDirectory.finalName(naming: options.naming, url: url, suggested: job.metadata.suggestedFilename)
         let destination = directory.destination(for: name, naming: options.naming)
         let manager = FileManager.default
         do {
@@ -313,17 +358,17 @@ final class Transfer: Sendable {
     }
 
     /// Feeds bytes `from..<to` of the partial file into the hash, 1 MiB at a time.
-    private func rehash(_ job: TransferJob, from: Int64, to: Int64) throws(DownloadError) {
+    private func rehash(_ md5: inout MD5, from: Int64, to: Int64) throws(DownloadError) {
         guard to > from else { return }
         do {
-            let handle = try FileHandle(forReadingFrom: job.partialFile)
+            let handle = try FileHandle(forReadingFrom: directory.partialFile(for: url))
             defer { try? handle.close() }
             try handle.seek(toOffset: UInt64(from))
             var position = from
             while position < to {
                 let count = Int(min(1 << 20, to - position))
                 guard let data = try handle.read(upToCount: count), !data.isEmpty else { break }
-                job.md5.update(data: data)
+                md5.update(data: data)
                 position += Int64(data.count)
             }
             guard position == to else {

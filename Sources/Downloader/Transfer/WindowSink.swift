@@ -5,7 +5,10 @@ import Foundation
 #endif
 
 /// The sink of one GET: validates the response against the request (status, `Content-Range`, validators,
-/// encoding), then writes and hashes the body, counting bytes itself.
+/// encoding), then hands the body to the job's disk queue, counting bytes itself.
+///
+/// It runs on the delegate queue, on the network side of the job (see `TransferJob`): it reads and updates the job's
+/// metadata, never the disk-side state, so the disk may still be writing the previous window meanwhile.
 final class WindowSink: TransferSink, @unchecked Sendable {
     private let job: TransferJob
     /// The first byte asked for.
@@ -18,12 +21,13 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private let progress: @Sendable (Int64, Int64?) -> Void
 
     private var expectedBodyLength: Int64?
-    /// Body bytes received by this request (written once drained).
+    /// Body bytes received by this request (handed to the disk queue).
     private(set) var received: Int64 = 0
-    /// Chunks handed to the disk queue and not yet taken, and the bytes it is coalescing.
-    private let diskState = Locked((pendingChunks: 0, buffer: Data()))
     /// Whether this response streams the whole resource (a 200).
     private(set) var isWholeStream = false
+    /// Metadata snapshot and progress callback for the disk queue, fixed once the response is accepted.
+    private var diskMetadata = TransferJob.Metadata()
+    private var diskProgress: @Sendable (Int64) -> Void = { _ in }
 
     init(
         job: TransferJob, start: Int64, end: Int64?, ranged: Bool, checkpointInterval: Int64,
@@ -36,6 +40,10 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         self.checkpointInterval = checkpointInterval
         self.progress = progress
     }
+
+    /// A file up to this size that one response brings whole gets no saved state until it completes: thousands of
+    /// small files then cost no state files at all, and a crash costs at most this much to fetch again.
+    static let uncheckpointedSize = 1 << 20
 
     func receive(response: URLResponse) -> RequestEnd? {
         let url = job.url
@@ -59,59 +67,67 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 return .failed(.invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding) cannot be spliced"))
             }
             if start > 0 {
-                if validators.differs(from: job.validators) {
+                if validators.differs(from: job.metadata.validators) {
                     return .restartFromZero(reason: "the resource changed (validators differ)")
                 }
-                if let total = job.totalLength, let complete = contentRange.completeLength, complete != total {
+                if let total = job.metadata.totalLength, let complete = contentRange.completeLength, complete != total {
                     return .restartFromZero(reason: "the resource's length changed from \(total) to \(complete)")
                 }
-                job.totalLength = job.totalLength ?? contentRange.completeLength
-                if job.validators.isEmpty { job.validators = validators }
+                job.metadata.totalLength = job.metadata.totalLength ?? contentRange.completeLength
+                if job.metadata.validators.isEmpty { job.metadata.validators = validators }
             } else {
-                // Byte 0: nothing to splice onto, so this response defines the version.
-                if validators.differs(from: job.validators) { job.announcedMD5 = nil }
-                job.validators = validators
-                job.totalLength = contentRange.completeLength
-                if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.checkpoint() }) { return .failed(failure) }
+                // Byte 0: nothing to splice onto, so this response defines the version. A fresh download starts
+                // here without a HEAD, so it also reads the name and the announced digest (Content-MD5 describes
+                // the body, so only when the body is the whole file; Digest always describes the whole file).
+                if validators.differs(from: job.metadata.validators) { job.metadata.announcedMD5 = nil }
+                job.metadata.validators = validators
+                job.metadata.totalLength = contentRange.completeLength
+                job.metadata.suggestedFilename = http.dispositionFilename ?? job.metadata.suggestedFilename
+                let wholeFile = contentRange.completeLength == Int64(range.count)
+                if let announced = http.announcedMD5(bodyIsWholeFile: wholeFile) { job.metadata.announcedMD5 = announced }
+                // Save the version now (a crash mid-window then keeps its bytes), except for a small file that
+                // this response brings whole: it is verified and moved right after it.
+                if !(wholeFile && range.count <= Self.uncheckpointedSize),
+                    let failure = job.runNow({ (job: TransferJob) throws(DownloadError) in try job.checkpoint() })
+                {
+                    return .failed(failure)
+                }
             }
             expectedBodyLength = Int64(range.count)
         case 200:
             // A whole body: either the first request, a server that ignores Range, or an If-Range that failed
             // because the resource changed. In every case the body is the whole current version, from byte 0.
-            if ranged && !validators.differs(from: job.validators) && (start > 0 || end != nil) {
-                job.rangesSupported = false  // same version, Range ignored: stream from now on
+            if ranged && !validators.differs(from: job.metadata.validators) && (start > 0 || end != nil) {
+                job.metadata.rangesSupported = false  // same version, Range ignored: stream from now on
             }
             isWholeStream = true
-            if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.truncate() }) { return .failed(failure) }
-            job.validators = validators
+            job.metadata.validators = validators
             let length = http.expectedContentLength
-            job.totalLength = encoded || length < 0 ? nil : length
-            expectedBodyLength = job.totalLength
-            job.suggestedFilename = http.dispositionFilename ?? job.suggestedFilename
-            job.announcedMD5 = http.announcedMD5
-            if encoded { job.rangesSupported = false }
-            if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.checkpoint() }) { return .failed(failure) }
+            job.metadata.totalLength = encoded || length < 0 ? nil : length
+            expectedBodyLength = job.metadata.totalLength
+            job.metadata.suggestedFilename = http.dispositionFilename ?? job.metadata.suggestedFilename
+            job.metadata.announcedMD5 = http.announcedMD5
+            if encoded { job.metadata.rangesSupported = false }
+            // Waits for the disk to finish what it has (an older version's bytes, rarely), then starts over.
+            let smallFile = job.metadata.totalLength.map { $0 <= Self.uncheckpointedSize } ?? false
+            let failure = job.runNow { (job: TransferJob) throws(DownloadError) in
+                try job.truncate()
+                if !smallFile { try job.checkpoint() }
+            }
+            if let failure { return .failed(failure) }
         case 416:
             let complete = http.value(forHTTPHeaderField: "Content-Range").flatMap(ContentRange.init)?.completeLength
             return .unsatisfiable(completeLength: complete)
         default:
             return .failed(.httpStatus(http.statusCode, url: url, retryAfter: http.retryAfter))
         }
-        if let failure = onDisk({ (job: TransferJob) throws(DownloadError) in try job.openWriter() }) { return .failed(failure) }
+        if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
+        job.writeLater { (job: TransferJob) throws(DownloadError) in try job.openWriter() }
+        diskMetadata = job.metadata
+        let total = job.metadata.totalLength
+        let progress = self.progress
+        diskProgress = { written in progress(written, total) }
         return nil
-    }
-
-    /// Runs file work on the disk queue (which owns the file while the request runs) and waits for it.
-    private func onDisk(_ work: @escaping @Sendable (TransferJob) throws(DownloadError) -> Void) -> DownloadError? {
-        let job = self.job
-        return job.disk.sync { () -> DownloadError? in
-            do throws(DownloadError) {
-                try work(job)
-                return nil
-            } catch {
-                return error
-            }
-        }
     }
 
     func receive(data: Data) -> RequestEnd? {
@@ -121,67 +137,21 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             return .failed(.invalidResponse(job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
         }
         received += count
-        hand(data)
+        job.submit(
+            data, metadata: diskMetadata, checkpointInterval: isWholeStream ? checkpointInterval : nil,
+            progress: diskProgress)
         return nil
     }
 
-    /// The disk queue writes when it holds this much, or sooner when no further chunk is waiting.
-    static let batchSize = 1 << 20
-
-    /// Passes a chunk to the disk queue. The disk queue coalesces: at full speed it writes and hashes 1 MiB at a
-    /// time; when the flow slows or stops (a stall, a pause) it writes at once, so nothing received waits in memory
-    /// for more data — a `kill -9` loses only what is in flight.
-    private func hand(_ data: Data) {
-        let job = self.job
-        let state = diskState
-        let wholeStream = isWholeStream
-        let interval = checkpointInterval
-        let progress = self.progress
-        state.withLock { $0.pendingChunks += 1 }
-        job.disk.async {
-            let flush = state.withLock { disk -> Data? in
-                disk.pendingChunks -= 1
-                disk.buffer.append(data)
-                guard disk.buffer.count >= Self.batchSize || disk.pendingChunks == 0 else { return nil }
-                defer { disk.buffer = Data(capacity: Self.batchSize) }
-                return disk.buffer
-            }
-            guard let bytes = flush, job.diskError.withLock({ $0 == nil }) else { return }
-            do throws(DownloadError) {
-                let failure = bytes.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DownloadError? in
-                    do throws(DownloadError) {
-                        try job.append(buffer)
-                        return nil
-                    } catch {
-                        return error
-                    }
-                }
-                if let failure { throw failure }
-                if wholeStream && job.offset - job.checkpointOffset >= interval { try job.checkpoint() }
-            } catch {
-                job.diskError.withLock { if $0 == nil { $0 = error } }
-                return
-            }
-            progress(job.offset, job.totalLength)
-        }
-    }
-
-    /// Waits until the disk queue has written and hashed everything handed to it.
-    /// - Returns: the disk error, if writing failed.
-    @discardableResult
-    func drain() -> DownloadError? {
-        job.disk.sync {}
-        return job.diskError.withLock { $0 }
-    }
-
     func finish() {
-        drain()
+        // Nothing to wait for here: the transfer drains the disk queue before it looks at the job again.
     }
 
     func complete(error: (any Error)?) -> RequestEnd {
-        if let failure = drain() { return .failed(failure) }
-        // Success is judged by our own accounting: every byte the Content-Range announced arrived, written and
-        // hashed. A transport complaint after that (a Content-Length larger than the body) changes nothing.
+        if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
+        // Success is judged by our own accounting: every byte the Content-Range announced arrived (and was handed
+        // to the disk, which reports its own errors). A transport complaint after that (a Content-Length larger
+        // than the body) changes nothing.
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
         if let error, !gotEverything {
             return .failed(
@@ -192,7 +162,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             return .failed(
                 .connectionFailed(job.url, reason: "the body ended after \(received) of \(expectedBodyLength) bytes"))
         }
-        if isWholeStream && job.totalLength == nil { job.totalLength = job.offset }
+        if isWholeStream && job.metadata.totalLength == nil { job.metadata.totalLength = job.networkOffset }
         return .finished
     }
 }
