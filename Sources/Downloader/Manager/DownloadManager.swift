@@ -57,6 +57,8 @@ public actor DownloadManager {
     private var progressHandlers: [URL: [@Sendable (DownloadReceipt) -> Void]] = [:]
     private var eventContinuations: [UUID: AsyncStream<DownloadEvent>.Continuation] = [:]
     private var ticker: Task<Void, Never>?
+    /// Whether a save of the receipts is scheduled (see `persist()`).
+    private var receiptsSaveScheduled = false
     private var nextGeneration = 0
     private var isShutDown = false
 
@@ -72,7 +74,7 @@ public actor DownloadManager {
     init(unvalidated configuration: Configuration) {
         self.configuration = configuration
         directory = DownloadDirectory(root: configuration.directory, completed: configuration.completedDirectory)
-        store = ReceiptStore(fileURL: configuration.directory.appendingPathComponent("receipts.json"))
+        store = ReceiptStore(fileURL: configuration.directory.appendingPathComponent("receipts.json"), debounce: 0)
         bridge = SessionBridge(
             configuration: .init(
                 stallTimeout: configuration.stallTimeout, maximumRedirects: 10,
@@ -599,7 +601,22 @@ public actor DownloadManager {
         eventContinuations[id] = nil
     }
 
+    /// Saves the receipts soon. Changes within half a second share one save, and the snapshot is taken when the
+    /// save happens, so a burst of changes (a thousand small files) costs one snapshot instead of one per change.
     private func persist() {
+        guard !receiptsSaveScheduled else { return }
+        receiptsSaveScheduled = true
+        Task { [weak self] in
+            try? await Task.sleep(for: Self.receiptsSaveDelay)
+            await self?.savePendingReceipts()
+        }
+    }
+
+    private static let receiptsSaveDelay = Duration.milliseconds(500)
+
+    private func savePendingReceipts() {
+        guard receiptsSaveScheduled else { return }
+        receiptsSaveScheduled = false
         store.scheduleSave(order.compactMap { records[$0] })
     }
 
