@@ -94,13 +94,14 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
 }
 
 #if canImport(Glibc)
-    // Chunks are allocated on many dispatch threads; glibc gives each its own arena, and the fragmentation showed as
-    // 10–15 MB more peak RSS on a 1 GiB download. Two arenas measured the same speed (BENCHMARKS.md). `mallopt` is
+    // Chunks are allocated on many dispatch threads; glibc gives each its own arena, and the fragmentation grows
+    // peak RSS with the file's size (even a URLSession program that discards every byte went from 34 to 55 MB over
+    // 1 GiB; with one arena it stayed at 35 MB). One arena measured the same speed (BENCHMARKS.md). `mallopt` is
     // not exported by the Glibc module, so it is looked up by name (RTLD_DEFAULT is a null handle on glibc).
     if let symbol = dlsym(nil, "mallopt") {
         typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
         let mallocArenaMax: Int32 = -8  // M_ARENA_MAX in malloc.h
-        _ = unsafeBitCast(symbol, to: Mallopt.self)(mallocArenaMax, 2)
+        _ = unsafeBitCast(symbol, to: Mallopt.self)(mallocArenaMax, 1)
     }
 #endif
 

@@ -225,12 +225,11 @@ final class Transfer: Sendable {
 
     /// Requests windows until the file is whole.
     ///
-    /// The disk may run one window behind the network: window n+1 is requested as soon as window n has arrived and
-    /// the disk has finished window n-1, so hashing the tail of a window overlaps the next request instead of
-    /// delaying it, and at most two windows wait in memory. Steps that touch the file first wait for the disk.
+    /// The disk may run behind the network: window n+1 is requested as soon as window n has arrived and the disk is
+    /// past the middle of window n, so writing and hashing the tail of a window overlap the next request instead of
+    /// delaying it, and at most one and a half windows wait in memory. Steps that touch the file first wait for the
+    /// disk.
     private func fetchRemaining(_ job: TransferJob, restarts: inout Int) async throws(DownloadError) {
-        /// Opens when the disk has finished every window before the last one requested.
-        var previousWindow: DiskFence?
         while true {
             if Task.isCancelled {
                 try await stop(job, with: .cancelled(url))
@@ -273,8 +272,9 @@ final class Transfer: Sendable {
                 }
                 // The last window of a file is not checkpointed: verification and the move follow at once.
                 if job.metadata.totalLength != job.networkOffset { job.checkpointLater() }
-                await previousWindow?.wait()
-                previousWindow = job.fence()
+                // Memory stays bounded: the next request starts once the disk is past the middle of this window, so
+                // at most half a window waits while the next one arrives.
+                await (sink.halfway ?? job.fence()).wait()
                 if let failure = job.diskError.withLock({ $0 }) { try await stop(job, with: failure) }
                 if job.metadata.totalLength == nil, let end, sink.received < end - start + 1 {
                     job.metadata.totalLength = job.networkOffset  // a short window of unknown total: that was the end

@@ -25,6 +25,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private(set) var received: Int64 = 0
     /// Whether this response streams the whole resource (a 200).
     private(set) var isWholeStream = false
+    /// Opens when the disk has written and hashed the first half of this response's body.
+    private(set) var halfway: DiskFence?
     /// Metadata snapshot and progress callback for the disk queue, fixed once the response is accepted.
     private var diskMetadata = TransferJob.Metadata()
     private var diskProgress: @Sendable (Int64) -> Void = { _ in }
@@ -137,6 +139,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             return .failed(.invalidResponse(job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
         }
         received += count
+        if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
         job.submit(
             data, metadata: diskMetadata, checkpointInterval: isWholeStream ? checkpointInterval : nil,
             progress: diskProgress)
