@@ -23,6 +23,11 @@ let package = Package(
         ),
         // The naive baseline: a URLSession data-task delegate that writes every chunk as it arrives.
         .executableTarget(name: "naive-download"),
+        // The platform's floor: URLSession alone, discarding or hashing every chunk, never touching the disk.
+        .executableTarget(
+            name: "urlsession-floor",
+            dependencies: [.product(name: "Downloader", package: "swift-downloader")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -116,7 +116,7 @@ measure() {
 fresh() { rm -rf "$WORK/out"; mkdir -p "$WORK/out"; }
 
 # --- 1. one 1 GiB file -----------------------------------------------------------------------------------------
-log "1 GiB: dl, curl, wget, aria2c -x1, aria2c -x4 -s4, AsyncHTTPClient, naive URLSession ($RUNS runs each)"
+log "1 GiB: dl, curl, wget, aria2c -x1, aria2c -x4 -s4, AsyncHTTPClient, naive URLSession, URLSession floors ($RUNS runs each)"
 for ((run = 1; run <= RUNS; run++)); do
     fresh; measure 1g dl "$WORK/out/1g.bin" "$MD5_1G" -- "$DL" --quiet --dir "$WORK/out" "$BASE/1g.bin"
     fresh; measure 1g curl "$WORK/out/1g.bin" "$MD5_1G" -- curl -sf -o "$WORK/out/1g.bin" "$BASE/1g.bin"
@@ -128,6 +128,10 @@ for ((run = 1; run <= RUNS; run++)); do
     fresh; measure 1g AsyncHTTPClient "$WORK/out/1g.bin" "$MD5_1G" -- "$BIN/ahc-download" "$BASE/1g.bin" "$WORK/out/1g.bin"
     fresh; measure 1g "naive URLSession" "$WORK/out/1g.bin" "$MD5_1G" -- "$BIN/naive-download" "$BASE/1g.bin" "$WORK/out/1g.bin"
     fresh; measure verify "dl --no-md5" "$WORK/out/1g.bin" "$MD5_1G" -- "$DL" --quiet --no-md5 --dir "$WORK/out" "$BASE/1g.bin"
+    measure floor "URLSession, no disk" "" "" -- "$BIN/urlsession-floor" "$BASE/1g.bin" discard
+    [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == $((1 << 30)) ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
+    measure floor "URLSession + MD5, no disk" "" "" -- "$BIN/urlsession-floor" "$BASE/1g.bin" md5
+    [[ $(cut -d' ' -f2 "$WORK/stdout.txt") == "$MD5_1G" ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
 done
 
 # --- 2. peak RSS at 100 MiB ------------------------------------------------------------------------------------
@@ -238,6 +242,20 @@ for peer in ["wget", "aria2c -x1", "AsyncHTTPClient"]:
     if ("1g", peer) in rows:
         s = g("1g", peer)
         p(f"- faster than {peer}: {dl['wall']:.2f} s vs {s['wall']:.2f} s — {verdict(dl['wall'] < s['wall'])}.")
+
+p("\n### The platform's floor\n")
+p("The same 1 GiB through URLSession alone, never touching the disk: what any URLSession-based downloader pays on this")
+p("toolchain before it writes a byte (corelibs delivers 16 KiB chunks, each through an OperationQueue hop and a fresh")
+p("dispatch timer).\n")
+floor = [c for c in ["URLSession, no disk", "URLSession + MD5, no disk"] if ("floor", c) in rows]
+if floor:
+    ref = curl["wall"]
+    p("| contender | median wall s | min–max s | ratio to curl | CPU s | peak RSS MB |")
+    p("|---|---|---|---|---|---|")
+    for c in floor:
+        s = g("floor", c)
+        p(f"| {c} | {s['wall']:.2f} | {s['min']:.2f}–{s['max']:.2f} | {s['wall'] / ref:.2f} | {s['cpu']:.2f} | {s['rss']:.0f} |")
+    p(f"| dl (writes and verifies) | {dl['wall']:.2f} | {dl['min']:.2f}–{dl['max']:.2f} | {dl['wall'] / ref:.2f} | {dl['cpu']:.2f} | {dl['rss']:.0f} |")
 
 p("\n## Memory\n")
 small, big = g("100m", "dl"), g("1g", "dl")
