@@ -266,8 +266,8 @@ final class Transfer: Sendable {
             switch outcome {
             case .finished:
                 if sink.isWholeStream {
+                    // Whole: verification and the move follow (a long stream was checkpointed as it went).
                     try await settle(job)
-                    try job.checkpoint()
                     return
                 }
                 // The last window of a file is not checkpointed: verification and the move follow at once.
