@@ -233,6 +233,25 @@ p(f"files in the page cache. {runs} interleaved runs per contender; every output
 p("Reproduce: `Benchmarks/run.sh` (installs what it needs; about 10 minutes).\n")
 
 g = lambda w, c: stats(w, c)
+p("## Commands\n")
+p("Each run starts from an empty output directory `OUT`; `BASE` is nginx's address.\n")
+p("```")
+for line in [
+    "dl --quiet --dir OUT BASE/1g.bin                      # and --no-md5; BASE/100m.bin",
+    "curl -sf -o OUT/1g.bin BASE/1g.bin",
+    "wget -q -O OUT/1g.bin BASE/1g.bin",
+    "aria2c -q -x1 --file-allocation=none --allow-overwrite=true -d OUT -o 1g.bin BASE/1g.bin",
+    "aria2c -q -x4 -s4 --file-allocation=none --allow-overwrite=true -d OUT -o 1g.bin BASE/1g.bin",
+    "ahc-download BASE/1g.bin OUT/1g.bin                  # Benchmarks/Sources/ahc-download",
+    "naive-download BASE/1g.bin OUT/1g.bin                # Benchmarks/Sources/naive-download",
+    "urlsession-floor BASE/1g.bin discard|md5             # Benchmarks/Sources/urlsession-floor",
+    "dl --quiet --max-active 8 --dir OUT BASE/small/f0000.bin … BASE/small/f0999.bin",
+    "aria2c -q -j8 -x1 --file-allocation=none -d OUT -i list.txt",
+    "downloader-bench md5 1g.bin; md5sum 1g.bin",
+    "dl --quiet --dir OUT BASE/slow/1g.bin                 # killed with SIGKILL at 50 %, then run again",
+]:
+    p(line)
+p("```\n")
 p("## One 1 GiB file\n")
 p(table("1g", "curl", ["dl", "curl", "wget", "aria2c -x1", "aria2c -x4 -s4", "AsyncHTTPClient", "naive URLSession"]))
 dl, curl = g("1g", "dl"), g("1g", "curl")
