@@ -163,7 +163,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             return Array(state.entries.values)
         }
         for entry in entries {
-            entry.sink.finish()
             entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled)
         }
         watchdog.cancel()
@@ -222,7 +221,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         guard let (sink, continuation, pendingEnd) = finished else { return }
         let end: RequestEnd
         if let pendingEnd {
-            sink.finish()
             end = pendingEnd
         } else {
             end = sink.complete(error: error)
@@ -302,7 +300,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             close(taskIdentifier: id, with: .failed(.stalled(url, seconds: configuration.stallTimeout)))
         }
         for entry in abandoned {
-            entry.sink.finish()
             entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled)
         }
     }

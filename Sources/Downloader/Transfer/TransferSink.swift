@@ -20,7 +20,8 @@ enum RequestEnd: Sendable {
 
 /// Receives one request's events. Every method is called on the session's serial delegate queue, never after the
 /// request was closed, so an implementation may keep unsynchronised state that only that queue touches while the
-/// request runs.
+/// request runs. Work a sink hands elsewhere (the transfer's disk queues) is waited for by its owner after the
+/// request ends, never on the delegate queue.
 protocol TransferSink: AnyObject, Sendable {
     /// Validates the response synchronously (URLSession on Linux ignores the disposition).
     /// - Returns: `nil` to accept the body, or how the request ends (it is then closed and late data is dropped).
@@ -31,7 +32,4 @@ protocol TransferSink: AnyObject, Sendable {
     /// The request completed (with or without a transport error) and was not closed before.
     /// - Returns: how the request ends.
     func complete(error: (any Error)?) -> RequestEnd
-    /// The request was closed (rejected, cancelled, stalled) and will deliver nothing more: finish any work still in
-    /// flight for it (write what arrived) before its caller goes on.
-    func finish()
 }

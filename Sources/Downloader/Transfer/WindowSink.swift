@@ -146,10 +146,6 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         return nil
     }
 
-    func finish() {
-        // Nothing to wait for here: the transfer drains the disk queue before it looks at the job again.
-    }
-
     func complete(error: (any Error)?) -> RequestEnd {
         if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
         // Success is judged by our own accounting: every byte the Content-Range announced arrived (and was handed
@@ -188,8 +184,6 @@ final class ProbeSink: TransferSink, Sendable {
     }
 
     func receive(data: Data) -> RequestEnd? { nil }
-
-    func finish() {}
 
     func complete(error: (any Error)?) -> RequestEnd {
         if let error {
