@@ -72,6 +72,14 @@ extension TransferTests {
         #expect(methods() == ["GET", "GET", "HEAD", "GET", "GET"])
     }
 
+    @Test("A download that fails before any byte arrives leaves no partial file or state behind")
+    func failureBeforeAnyByteLeavesNothing() async throws {
+        let url = server.url("/bytes/missing?size=1000&status=404")
+        await #expect(throws: DownloadError.httpStatus) { try await self.transfer("/bytes/missing?size=1000&status=404").run() }
+        #expect(fileSize(directory.partialFile(for: url)) == nil)
+        #expect(fileSize(directory.stateFile(for: url)) == nil)
+    }
+
     @Test("Windows are fetched in order, each a closed Range, never overlapping")
     func windowsInOrder() async throws {
         let size = 5 * 65_536 + 123
@@ -95,7 +103,8 @@ extension TransferTests {
         #expect(error == .connectionFailed)
         #expect(error.isTransient)
         let partial = directory.partialFile(for: server.url(path))
-        #expect(fileSize(partial) == Int64(dropAt))
+        // Nothing received leaves nothing behind; otherwise the partial file holds exactly what arrived.
+        #expect(fileSize(partial) == (dropAt == 0 ? nil : Int64(dropAt)))
 
         let result = try await transfer(path, window: 65_536).run()
         #expect(result.md5 == TestContent(name: "drop\(dropAt)", size: size).md5)

@@ -305,10 +305,18 @@ final class Transfer: Sendable {
         if let failure = await job.drained() { throw failure }
     }
 
-    /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run and throws.
+    /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run (or, when no byte
+    /// arrived — a 404, a refused connection — leaves nothing behind) and throws.
     private func stop(_ job: TransferJob, with error: DownloadError) async throws(DownloadError) -> Never {
         let diskFailure = await job.drained()
-        try? job.checkpoint()
+        if job.offset == 0 {
+            job.writer?.close()
+            job.writer = nil
+            try? FileManager.default.removeItem(at: job.partialFile)
+            try? FileManager.default.removeItem(at: job.stateFile)
+        } else {
+            try? job.checkpoint()
+        }
         throw diskFailure ?? error
     }
 
