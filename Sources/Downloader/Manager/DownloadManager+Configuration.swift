@@ -20,7 +20,8 @@ extension DownloadManager {
         public var maximumRetryDelay: TimeInterval
         /// A request that receives no byte for this long is closed and retried (seconds). Default 30.
         public var stallTimeout: TimeInterval
-        /// Bytes per Range request; memory use is bounded by about two windows per active download. Default 8 MiB.
+        /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
+        /// Default 8 MiB.
         public var windowSize: Int
         /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
         /// somewhere else, as `dl` does with its `--dir`, while the state stays in `directory`.

@@ -20,15 +20,16 @@ struct TransferResult: Sendable {
 
 /// Takes one URL to one complete, verified file, surviving interruptions without ever producing a wrong byte.
 ///
-/// The flow is one way: probe (HEAD, when resuming) → restore the partial file and its saved hash → fetch the rest in sequential
-/// Range windows (each validated, written and hashed as it arrives) → verify the MD5 → move into the completed area.
+/// The flow is one way: probe (HEAD, only when resuming) → restore the partial file and its saved hash → fetch the
+/// rest in sequential Range windows (each validated, written and hashed as it arrives) → verify the MD5 → move into
+/// the completed area.
 /// A run that stops early (error, cancellation) leaves the partial file and its saved state consistent, so the next
 /// run resumes by Range. Scheduling, retries and persistence of receipts belong to the manager.
 final class Transfer: Sendable {
     /// Settings of the engine.
     struct Configuration: Sendable {
-        /// Bytes per Range request: memory stays bounded because the next window starts only after the writer has
-        /// finished the one before (at most two windows wait in memory).
+        /// Bytes per Range request: memory stays bounded because the next window starts only once the disk is past
+        /// the middle of this one (at most one and a half windows wait in memory).
         var windowSize: Int64 = 8 << 20
         /// How often a file changed mid-download may restart it before giving up.
         var maximumRestarts = 3

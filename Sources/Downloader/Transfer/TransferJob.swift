@@ -10,8 +10,8 @@ import Foundation
 /// - The serial `hasher` queue owns the hash, `hashedOffset` and `checkpointOffset`, and saves checkpoints. It gets
 ///   each batch after the disk wrote it, so the hash never covers a byte that is not in the file, and writing the
 ///   next batch overlaps hashing this one (two cores in use instead of one).
-/// The disk stages may run up to one window behind the network: the next request starts while they still work on
-/// the previous one. Work that the network side queues for them carries a snapshot of `metadata` instead of
+/// The disk stages may run behind the network: the next request starts once they are past the middle of the previous
+/// window, so they finish it while the next one arrives. Work that the network side queues for them carries a snapshot of `metadata` instead of
 /// reading it later. `drained()` waits until both stages have done everything handed to them; after that `run()`
 /// owns the whole job again.
 final class TransferJob: @unchecked Sendable {
