@@ -113,8 +113,7 @@ final class Transfer: Sendable {
                     try job.checkpoint()
                     continue
                 }
-                try? FileManager.default.removeItem(at: job.partialFile)
-                try? FileManager.default.removeItem(at: job.stateFile)
+                job.discardFiles()
                 throw .checksumMismatch(url, expected: want.hexString, actual: digest.hexString)
             }
             let fileURL: URL
@@ -311,10 +310,7 @@ final class Transfer: Sendable {
     private func stop(_ job: TransferJob, with error: DownloadError) async throws(DownloadError) -> Never {
         let diskFailure = await job.drained()
         if job.offset == 0 {
-            job.writer?.close()
-            job.writer = nil
-            try? FileManager.default.removeItem(at: job.partialFile)
-            try? FileManager.default.removeItem(at: job.stateFile)
+            job.discardFiles()
         } else {
             try? job.checkpoint()
         }
@@ -326,8 +322,7 @@ final class Transfer: Sendable {
     private func restart(_ job: TransferJob, reason: String, _ restarts: inout Int) throws(DownloadError) {
         restarts += 1
         guard restarts <= configuration.maximumRestarts else {
-            try? FileManager.default.removeItem(at: job.partialFile)
-            try? FileManager.default.removeItem(at: job.stateFile)
+            job.discardFiles()
             throw .fileChanged(url, reason: "\(reason); restarted \(configuration.maximumRestarts) times")
         }
         try job.truncate()

@@ -242,6 +242,15 @@ final class TransferJob: @unchecked Sendable {
         checkpointOffset = 0
     }
 
+    /// Closes the writer and deletes the partial file and its saved state: nothing of this download is kept.
+    /// Call when drained.
+    func discardFiles() {
+        writer?.close()
+        writer = nil
+        try? FileManager.default.removeItem(at: partialFile)
+        try? FileManager.default.removeItem(at: stateFile)
+    }
+
     /// Continues from a partial file of `length` bytes whose first `length` bytes `md5` covers (drained).
     func resume(at length: Int64, md5: MD5) {
         self.md5 = md5
