@@ -74,7 +74,7 @@ public actor DownloadManager {
     init(unvalidated configuration: Configuration) {
         self.configuration = configuration
         directory = DownloadDirectory(root: configuration.directory, completed: configuration.completedDirectory)
-        store = ReceiptStore(fileURL: configuration.directory.appendingPathComponent("receipts.json"), debounce: 0)
+        store = ReceiptStore(fileURL: configuration.directory.appendingPathComponent("receipts.json"))
         bridge = SessionBridge(
             configuration: .init(
                 stallTimeout: configuration.stallTimeout, maximumRedirects: 10,

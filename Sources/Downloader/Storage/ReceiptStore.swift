@@ -7,8 +7,8 @@ struct ReceiptRecord: Codable, Sendable, Equatable {
     var options: DownloadOptions
 }
 
-/// Saves receipts as JSON in the manager's directory: atomically (temporary file + rename), debounced so that
-/// progress does not rewrite the file per chunk, on a queue of its own so the actor never waits on the disk.
+/// Saves receipts as JSON in the manager's directory: atomically (temporary file + rename), on a queue of its own so
+/// the actor never waits on the disk. The manager decides how often (it debounces, taking one snapshot per save).
 final class ReceiptStore: Sendable {
     private struct FileFormat: Codable {
         var version: Int
@@ -17,14 +17,12 @@ final class ReceiptStore: Sendable {
 
     let fileURL: URL
     private let queue = DispatchQueue(label: "Downloader.ReceiptStore")
-    private let debounce: TimeInterval
     private let pending = Locked<(records: [ReceiptRecord]?, scheduled: Bool)>((nil, false))
     /// The last error while saving, if any (a full disk must not stop downloads that are still fine).
     let lastSaveError = Locked<DownloadError?>(nil)
 
-    init(fileURL: URL, debounce: TimeInterval = 0.5) {
+    init(fileURL: URL) {
         self.fileURL = fileURL
-        self.debounce = debounce
     }
 
     /// Reads the records. A file that cannot be decoded is moved aside (`receipts.json.corrupt-<time>`) and reported.
@@ -46,15 +44,15 @@ final class ReceiptStore: Sendable {
         }
     }
 
-    /// Saves `records` soon (coalescing calls within the debounce interval).
+    /// Saves `records` on the store's queue without waiting; calls made before that save runs share it.
     func scheduleSave(_ records: [ReceiptRecord]) {
-        let needsTimer = pending.withLock { state -> Bool in
+        let needsWrite = pending.withLock { state -> Bool in
             state.records = records
             defer { state.scheduled = true }
             return !state.scheduled
         }
-        guard needsTimer else { return }
-        queue.asyncAfter(deadline: .now() + debounce) { [self] in writePending() }
+        guard needsWrite else { return }
+        queue.async { [self] in writePending() }
     }
 
     /// Saves `records` now and returns when they are on disk.
