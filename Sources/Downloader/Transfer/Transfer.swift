@@ -198,9 +198,9 @@ final class Transfer: Sendable {
                 var md5 = MD5()
                 if job.hashing && saved.hashedLength <= length {
                     md5 = saved.md5
-                    try rehash(&md5, from: saved.hashedLength, to: length)
+                    try rehash(&md5, of: job.partialFile, from: saved.hashedLength, to: length)
                 } else if job.hashing {
-                    try rehash(&md5, from: 0, to: length)
+                    try rehash(&md5, of: job.partialFile, from: 0, to: length)
                 }
                 job.resume(at: length, md5: md5)
                 try job.checkpoint()
@@ -361,11 +361,11 @@ final class Transfer: Sendable {
         return request
     }
 
-    /// Feeds bytes `from..<to` of the partial file into the hash, 1 MiB at a time.
-    private func rehash(_ md5: inout MD5, from: Int64, to: Int64) throws(DownloadError) {
+    /// Feeds bytes `from..<to` of `file` into the hash, 1 MiB at a time.
+    private func rehash(_ md5: inout MD5, of file: URL, from: Int64, to: Int64) throws(DownloadError) {
         guard to > from else { return }
         do {
-            let handle = try FileHandle(forReadingFrom: directory.partialFile(for: url))
+            let handle = try FileHandle(forReadingFrom: file)
             defer { try? handle.close() }
             try handle.seek(toOffset: UInt64(from))
             var position = from
