@@ -42,10 +42,12 @@ final class ProgressRenderer: @unchecked Sendable {
                 if lines[receipt.url] == nil { order.append(receipt.url) }
                 lines[receipt.url] = Line(name: Self.displayName(receipt.url), receipt: receipt)
                 if mode == .plain { writeError("dl: \(Self.displayName(receipt.url)): downloading\n") }
-            case .completed, .failed, .suspended, .none, .willResume:
+            case .completed, .failed, .suspended, .idle, .queued:
                 if lines.removeValue(forKey: receipt.url) != nil { order.removeAll { $0 == receipt.url } }
                 if mode == .plain && receipt.state == .completed {
-                    writeError("dl: \(receipt.filename): done, \(Self.bytes(receipt.totalBytesWritten)), md5 \(receipt.md5 ?? "?")\n")
+                    writeError(
+                        "dl: \(receipt.filename): done, \(Self.bytes(receipt.totalBytesWritten)), md5 \(receipt.md5 ?? "?")\n"
+                    )
                 }
             }
             redraw(force: true)
@@ -127,7 +129,8 @@ final class ProgressRenderer: @unchecked Sendable {
 
     static func displayName(_ url: URL) -> String {
         let last = url.lastPathComponent
-        let name = last.isEmpty || last == "/" ? (url.host ?? url.absoluteString) : (last.removingPercentEncoding ?? last)
+        let name =
+            last.isEmpty || last == "/" ? (url.host ?? url.absoluteString) : (last.removingPercentEncoding ?? last)
         return name.count > 28 ? String(name.prefix(27)) + "…" : name
     }
 
@@ -144,7 +147,9 @@ final class ProgressRenderer: @unchecked Sendable {
     static func summary(_ receipt: DownloadReceipt) -> String {
         var text: String
         if let total = receipt.totalBytesExpectedToWrite {
-            text = String(format: "%3.0f%% %@ / %@", receipt.fractionCompleted * 100, bytes(receipt.totalBytesWritten), bytes(total))
+            text = String(
+                format: "%3.0f%% %@ / %@", receipt.fractionCompleted * 100, bytes(receipt.totalBytesWritten),
+                bytes(total))
         } else {
             text = bytes(receipt.totalBytesWritten)
         }

@@ -34,6 +34,7 @@ public final class HTTPTestServer: Sendable {
     private let maximumRequestsPerConnection: Int
     private let threads = DispatchGroup()
     private let state = Locked(State())
+    private let gates = Gates()
 
     private struct Waiter: Sendable {
         let id: Int
@@ -151,6 +152,7 @@ public final class HTTPTestServer: Sendable {
             return state.stopping
         }
         if alreadyStopping { return }
+        gates.wakeAll()
         _ = threads.wait(timeout: .now() + 10)
         Socket.closeDescriptor(listener)
         let waiters = state.withLock { state -> [Waiter] in
@@ -323,6 +325,9 @@ public final class HTTPTestServer: Sendable {
     /// - Returns: `false` when the connection must be closed (the peer left, or a fault closes it).
     private func write(_ response: Response, to fd: Int32) -> Bool {
         if response.abort { return false }
+        if let gate = response.gate {
+            guard gates.pass(gate.name, size: gate.size, isStopping: { self.isStopping }) else { return false }
+        }
         guard Socket.sendAll(fd, response.head()) else { return false }
         if response.omitBody { return true }
         let total = response.body.count
@@ -345,7 +350,9 @@ public final class HTTPTestServer: Sendable {
             switch response.body {
             case .none: return true
             case .bytes(let bytes):
-                bytes.withUnsafeBytes { chunk.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[sent..<sent + count])) }
+                bytes.withUnsafeBytes {
+                    chunk.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[sent..<sent + count]))
+                }
             case .content(let content, let range):
                 content.fill(chunk, from: range.lowerBound + sent)
             }
@@ -383,5 +390,34 @@ public final class HTTPTestServer: Sendable {
             if ready > 0 && descriptor.revents != 0 { return false }
         }
         return !isStopping
+    }
+}
+
+/// Barriers for `gate=G&gateSize=K`: a response waits until K requests have arrived at its gate. Arrivals are counted
+/// once per request; a gate that has opened stays open.
+private final class Gates: @unchecked Sendable {
+    private let condition = NSCondition()
+    private var arrivals: [String: Int] = [:]
+
+    /// Counts an arrival and waits until the gate is open.
+    /// - Returns: `false` when the server is stopping or 30 s passed first (the test then fails on its own checks).
+    func pass(_ name: String, size: Int, isStopping: () -> Bool) -> Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        arrivals[name, default: 0] += 1
+        condition.broadcast()
+        let deadline = Date().addingTimeInterval(30)
+        while arrivals[name, default: 0] < size {
+            if isStopping() || Date() >= deadline { return false }
+            _ = condition.wait(until: min(deadline, Date().addingTimeInterval(0.1)))
+        }
+        return true
+    }
+
+    /// Wakes every waiter so that it notices the server stopping.
+    func wakeAll() {
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
     }
 }

@@ -35,6 +35,8 @@ struct Response {
     var closeAfter = false
     /// Close the connection without sending anything at all (no status line).
     var abort = false
+    /// Hold the response (before its head) until `size` requests naming this gate have arrived.
+    var gate: (name: String, size: Int)?
 
     init(status: Int, headers: [(String, String)] = [], body: Body = .none) {
         self.status = status

@@ -96,7 +96,8 @@ enum Router {
             let remaining = Int(components[1]) ?? 0
             let rest = components.dropFirst(2).joined(separator: "/")
             let next = remaining <= 0 ? "/\(rest)\(query)" : "/redirect/\(remaining - 1)/\(rest)\(query)"
-            return redirect(to: "http://127.0.0.1:\(port)\(next)", status: Int(head.query["redirectStatus"] ?? "") ?? 302)
+            return redirect(
+                to: "http://127.0.0.1:\(port)\(next)", status: Int(head.query["redirectStatus"] ?? "") ?? 302)
         case "redirect-host" where components.count >= 2:
             let rest = components.dropFirst().joined(separator: "/")
             return redirect(to: "http://localhost:\(port)/\(rest)\(query)", status: 302)
@@ -104,7 +105,8 @@ enum Router {
             let next = ((Int(components[1]) ?? 0) + 1) % 2
             return redirect(to: "http://127.0.0.1:\(port)/loop/\(next)", status: 302)
         case "echo":
-            let lines = ["\(head.method) \(head.target) \(head.version)"] + head.headers.map { "\($0.name): \($0.value)" }
+            let lines =
+                ["\(head.method) \(head.target) \(head.version)"] + head.headers.map { "\($0.name): \($0.value)" }
             return .text(200, lines.joined(separator: "\n") + "\n")
         default:
             return .text(404, "not found: \(head.path)\n")
@@ -216,6 +218,8 @@ enum Router {
             if fireDrop() < (int("dropCount") ?? 1) { response.dropAfter = dropAt - range.lowerBound }
         }
         response.bytesPerSecond = int("rate").flatMap { $0 > 0 ? $0 : nil }
+        // gate=G&gateSize=K: hold GET responses until K GET requests naming gate G have arrived (then it stays open).
+        if isGet, let gate = options["gate"] { response.gate = (gate, max(1, int("gateSize") ?? 1)) }
         // stallAfter=N&stall=S: pause S seconds after N body bytes; with stallCount=K only the first K GETs stall.
         if isGet, let after = int("stallAfter"), int("stallCount").map({ fireStall() < $0 }) ?? true {
             response.stall = (after, Double(options["stall"] ?? "") ?? 5)

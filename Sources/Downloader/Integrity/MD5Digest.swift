@@ -25,21 +25,8 @@ public struct MD5Digest: Sendable, Hashable, CustomStringConvertible {
     /// Parses 32 hexadecimal digits, in either case, ignoring surrounding white space.
     /// - Parameter hexString: for example `"d41d8cd98f00b204e9800998ecf8427e"`.
     public init?(hexString: String) {
-        let trimmed = hexString.trimmingCharacters(in: .whitespacesAndNewlines).utf8
-        guard trimmed.count == 32 else { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(16)
-        var high: UInt8?
-        for character in trimmed {
-            guard let nibble = Self.nibble(character) else { return nil }
-            if let h = high {
-                out.append(h << 4 | nibble)
-                high = nil
-            } else {
-                high = nibble
-            }
-        }
-        bytes = out
+        guard let bytes = Hex.decode(hexString), bytes.count == 16 else { return nil }
+        self.bytes = bytes
     }
 
     /// Parses the base64 form used by the `Content-MD5` header (RFC 1864) and by `Digest: md5=` (RFC 3230).
@@ -51,28 +38,10 @@ public struct MD5Digest: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The digest as 32 lowercase hexadecimal digits.
-    public var hexString: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(32)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    public var hexString: String { Hex.encode(bytes) }
 
     /// The digest in base64, as sent in a `Content-MD5` header.
     public var base64String: String { Data(bytes).base64EncodedString() }
 
     public var description: String { hexString }
-
-    private static func nibble(_ c: UInt8) -> UInt8? {
-        switch c {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-        default: return nil
-        }
-    }
 }

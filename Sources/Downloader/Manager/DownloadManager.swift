@@ -9,11 +9,19 @@ import Foundation
 /// print(receipt.fileURL.path, receipt.md5!)
 /// ```
 ///
-/// At most `maximumActiveDownloads` transfer at once; the others wait as `.willResume`. A second request for a URL
-/// that is waiting or running joins it; for a completed URL whose file is still there, it returns at once. Receipts
-/// are saved in the directory, so a new manager (after a restart, a crash or `kill -9`) finds unfinished downloads as
-/// `.suspended` and `resume` continues them by Range.
+/// At most `maximumActiveDownloads` transfer at once; the others wait as `.queued`. A second request for a URL that
+/// is waiting or running joins it; for a completed URL whose file is still there, it returns at once. Every caller's
+/// own expected checksum is compared with the file it gets. Receipts are saved in the directory, so a new manager
+/// (after a restart, a crash or `kill -9`) finds unfinished downloads as `.suspended` and `resume` continues them by
+/// Range.
+///
+/// Every change of a download's life goes through one pure state machine (`DownloadManager.StateMachine`); the actor
+/// carries out the actions it returns. Suspend, resume, remove and shutdown may come at any moment, also while a file
+/// is being verified or moved: they never start a second transfer of bytes already on disk, and never leave a file
+/// without a receipt.
 public actor DownloadManager {
+    typealias Machine = StateMachine<URL>
+
     /// How this manager behaves.
     public nonisolated let configuration: Configuration
     /// Set when the receipts file could not be read at start: it was moved aside and the manager started empty.
@@ -25,42 +33,43 @@ public actor DownloadManager {
         store.lastSaveError.withLock { $0 }
     }
 
-    private struct ActiveDownload {
-        let url: URL
+    /// A transfer generation that has started and not yet reported its end.
+    struct RunningTransfer {
+        let generation: Machine.Generation
         let task: Task<Void, Never>
         let box: ProgressBox
-        let generation: Int
         var meter = SpeedMeter()
     }
 
-    private enum Waiter {
-        case continuation(UUID, CheckedContinuation<DownloadReceipt, any Error>)
+    /// Someone waiting for a download to end.
+    enum Waiter {
+        case continuation(CheckedContinuation<DownloadReceipt, any Error>)
         case callback(@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)
     }
 
-    private let directory: DownloadDirectory
-    private let store: ReceiptStore
-    private let bridge: SessionBridge
-    private let backoff: Backoff
+    let directory: DownloadDirectory
+    let store: ReceiptStore
+    let bridge: SessionBridge
+    let runner: TransferRunner
+    let fileWork = FileWorkQueue()
 
-    private var records: [URL: ReceiptRecord] = [:]
-    private var order: [URL] = []
-    private var scheduler: Scheduler
-    /// Transfers holding a slot.
-    private var active: [URL: ActiveDownload] = [:]
-    /// Transfers told to stop (suspend, remove, shutdown) that have not ended yet, by generation: they still hold
-    /// their slot.
-    private var stopping: [Int: ActiveDownload] = [:]
-    /// Work that must end before the next transfer of a URL starts: stopping transfers and file clean-ups, chained.
-    private var previousWork: [URL: Task<Void, Never>] = [:]
-    private var waiters: [URL: [Waiter]] = [:]
-    private var progressHandlers: [URL: [@Sendable (DownloadReceipt) -> Void]] = [:]
-    private var eventContinuations: [UUID: AsyncStream<DownloadEvent>.Continuation] = [:]
-    private var ticker: Task<Void, Never>?
+    var machine: Machine
+    var book = ReceiptBook<URL>()
+    var transfers: [URL: RunningTransfer] = [:]
+    /// What each generation produced, until the machine says whether it is the download's file.
+    var results: [URL: (generation: Machine.Generation, result: TransferResult)] = [:]
+    /// The completed file of each download that has one.
+    var completedFiles: [URL: URL] = [:]
+    var waiters: [Machine.WaiterID: Waiter] = [:]
+    var nextWaiterID: Machine.WaiterID = 0
+    var progressHandlers: [URL: [@Sendable (DownloadReceipt) -> Void]] = [:]
+    var eventContinuations: [UUID: AsyncStream<DownloadEvent>.Continuation] = [:]
+    var ticker: Task<Void, Never>?
     /// Whether a save of the receipts is scheduled (see `persist()`).
-    private var receiptsSaveScheduled = false
-    private var nextGeneration = 0
-    private var isShutDown = false
+    var receiptsSaveScheduled = false
+    var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
+    var transfersEnded = false
+    var shutdownTask: Task<Void, Never>?
 
     /// Creates a manager on a directory, creating it if needed, and loads the receipts saved there.
     /// - Parameter configuration: the directory and the limits.
@@ -79,31 +88,20 @@ public actor DownloadManager {
             configuration: .init(
                 stallTimeout: configuration.stallTimeout, maximumRedirects: 10,
                 maximumConnectionsPerHost: max(6, configuration.maximumActiveDownloads + 2)))
-        backoff = Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay)
-        scheduler = Scheduler(prioritization: configuration.prioritization)
+        runner = TransferRunner(
+            directory: directory, bridge: bridge,
+            backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),
+            retryLimit: configuration.retryLimit,
+            engine: Transfer.Configuration(windowSize: Int64(max(1, configuration.windowSize))))
+        machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
 
-        // Temporary files of atomic writes that a crash interrupted.
-        AtomicFile.removeOrphans(in: configuration.directory)
-        AtomicFile.removeOrphans(in: directory.downloadingArea)
-        let (loaded, error) = store.load()
+        let (loaded, error) = Self.recover(directory: directory)
         receiptsRecoveryError = error
-        let directory = self.directory
-        for var record in loaded {
+        for record in loaded {
             let url = record.receipt.url
-            switch record.receipt.state {
-            case .downloading, .willResume:
-                // Interrupted by a crash or kill: not running any more, resumable from the partial file.
-                record.receipt.state = .suspended
-                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
-            case .suspended, .failed, .none:
-                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
-            case .completed:
-                break
-            }
-            record.receipt.bytesPerSecond = nil
-            record.receipt.estimatedTimeRemaining = nil
-            if records[url] == nil { order.append(url) }
-            records[url] = record
+            machine.restore(url, state: record.receipt.state, checksum: record.receipt.checksum)
+            if record.receipt.state == .completed { completedFiles[url] = record.receipt.fileURL }
+            book[url] = record
         }
     }
 
@@ -112,25 +110,30 @@ public actor DownloadManager {
     /// Starts (or joins) the download and returns when it is completed and verified.
     /// - Parameters:
     ///   - url: what to download; its identity.
-    ///   - options: headers, expected MD5, naming. When joining a running download, its options stay.
+    ///   - options: headers, expected MD5, naming. When joining a running download its options stay, but the
+    ///     expected MD5 is compared with the result for this caller.
     /// - Returns: the completed receipt; `fileURL` is the verified file.
-    /// - Throws: `DownloadError` when the download fails; `CancellationError` when the calling task is cancelled (the
-    ///   download is then suspended, unless another caller still waits for it).
+    /// - Throws: `DownloadError` when the download fails, is suspended (`.suspended`) or removed, or the manager
+    ///   shuts down (`.cancelled`); `.checksumMismatch` when the file is not the one this caller expected;
+    ///   `CancellationError` when the calling task is cancelled (the download is then suspended, unless another
+    ///   caller still waits for it).
     public func download(_ url: URL, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
-        let id = UUID()
+        let id = makeWaiterID()
         return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<DownloadReceipt, any Error>) in
-                addWaiter(.continuation(id, continuation), for: url)
-                start(url, options: options)
+            try await withCheckedThrowingContinuation {
+                (continuation: CheckedContinuation<DownloadReceipt, any Error>) in
+                waiters[id] = .continuation(continuation)
+                request(url, options: options, waiter: id)
             }
         } onCancel: {
-            Task { await self.cancelWaiter(id, for: url) }
+            Task { await self.cancelWaiter(id, of: url) }
         }
     }
 
     /// Starts (or joins) a download given as text: spaces and non-ASCII characters are percent-encoded first.
     /// - Throws: `DownloadError.invalidURL` or `.unsupportedScheme` for unusable text, or as `download(_:options:)`.
-    public func download(_ string: String, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
+    public func download(_ string: String, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt
+    {
         try await download(try URL.download(string), options: options)
     }
 
@@ -138,8 +141,9 @@ public actor DownloadManager {
     /// - Parameters:
     ///   - url: what to download.
     ///   - options: headers, expected MD5, naming.
-    ///   - progress: called with the receipt as bytes arrive (at most 10 times a second).
-    ///   - completion: called once, when the download completes or fails.
+    ///   - progress: called with the receipt as bytes arrive (at most 10 times a second), until the download stops.
+    ///   - completion: called once, when the download completes, fails, is suspended or removed, or the manager shuts
+    ///     down.
     /// - Returns: the receipt as it is now.
     @discardableResult
     public func enqueue(
@@ -147,55 +151,42 @@ public actor DownloadManager {
         progress: (@Sendable (DownloadReceipt) -> Void)? = nil,
         completion: (@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)? = nil
     ) -> DownloadReceipt {
+        var id: Machine.WaiterID?
+        if let completion {
+            id = makeWaiterID()
+            waiters[id!] = .callback(completion)
+        }
         if let progress { progressHandlers[url, default: []].append(progress) }
-        if let completion { addWaiter(.callback(completion), for: url) }
-        return start(url, options: options)
+        request(url, options: options, waiter: id)
+        if machine.state(of: url)?.isResting ?? true { progressHandlers[url] = nil }
+        return book[url]?.receipt ?? DownloadReceipt(url: url, filename: "", fileURL: directory.partialFile(for: url))
     }
 
     /// The receipt of a URL, if the manager knows it.
     public func receipt(for url: URL) -> DownloadReceipt? {
-        records[url]?.receipt
+        book[url]?.receipt
     }
 
     /// Every receipt, in the order the downloads were first requested.
     public var allReceipts: [DownloadReceipt] {
-        order.compactMap { records[$0]?.receipt }
+        book.all.map(\.receipt)
     }
 
     // MARK: - Control
 
     /// Pauses a download: its transfer stops, the partial file and hash state are kept, the slot goes to the next
-    /// waiting download. A waiting download is taken out of the queue.
+    /// waiting download once the transfer has ended. A waiting download leaves the queue. Callers waiting for it get
+    /// `DownloadError.suspended` (or the receipt, if it completed while stopping).
     public func suspend(_ url: URL) {
-        guard var record = records[url] else { return }
-        switch record.receipt.state {
-        case .downloading, .willResume:
-            scheduler.remove(url)
-            stopTransfer(url)
-            record.receipt.state = .suspended
-            record.receipt.bytesPerSecond = nil
-            record.receipt.estimatedTimeRemaining = nil
-            records[url] = record
-            changed(url)
-            schedule()
-        default:
-            return
-        }
+        apply(machine.suspend(url))
     }
 
     /// Pauses a download.
     public func suspend(_ receipt: DownloadReceipt) { suspend(receipt.url) }
 
-    /// Continues a suspended or failed download (queued as `.willResume` until a slot is free), by Range from the
-    /// partial file.
+    /// Continues a suspended or failed download (queued until a slot is free), by Range from the partial file.
     public func resume(_ url: URL) {
-        guard let record = records[url] else { return }
-        switch record.receipt.state {
-        case .suspended, .failed, .none:
-            start(url, options: record.options)
-        default:
-            return
-        }
+        apply(machine.resume(url))
     }
 
     /// Continues a download.
@@ -204,25 +195,7 @@ public actor DownloadManager {
     /// Stops a download and deletes its files (partial and completed) and its receipt. Callers waiting for it get
     /// `DownloadError.cancelled`.
     public func remove(_ url: URL) {
-        guard let record = records.removeValue(forKey: url) else { return }
-        order.removeAll { $0 == url }
-        scheduler.remove(url)
-        stopTransfer(url)
-        progressHandlers[url] = nil
-        let previous = previousWork[url]
-        let partial = directory.partialFile(for: url)
-        let state = directory.stateFile(for: url)
-        let completed = record.receipt.state == .completed ? record.receipt.fileURL : nil
-        previousWork[url] = Task.detached {
-            await previous?.value
-            for file in [partial, state] + (completed.map { [$0] } ?? []) {
-                try? FileManager.default.removeItem(at: file)
-            }
-        }
-        failWaiters(of: url, with: .cancelled(url))
-        emit(.removed(url))
-        persist()
-        schedule()
+        apply(machine.remove(url))
     }
 
     /// Stops a download and deletes its files and receipt.
@@ -230,24 +203,25 @@ public actor DownloadManager {
 
     /// Suspends every waiting and running download.
     public func suspendAll() {
-        for url in order { suspend(url) }
+        for url in book.keys { apply(machine.suspend(url)) }
     }
 
     /// Resumes every suspended or failed download.
     public func resumeAll() {
-        for url in order { resume(url) }
+        for url in book.keys { apply(machine.resume(url)) }
     }
 
     /// Removes every download, its files and its receipt.
     public func removeAll() {
-        for url in order { remove(url) }
+        for url in book.keys { apply(machine.remove(url)) }
     }
 
     /// Every state change and throttled progress of every download, from now on.
     public func events() -> AsyncStream<DownloadEvent> {
         let id = UUID()
-        let (stream, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(10_000))
-        if isShutDown {
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(10_000))
+        if machine.isShuttingDown {
             continuation.finish()
             return stream
         }
@@ -257,25 +231,25 @@ public actor DownloadManager {
     }
 
     /// Suspends everything, waits for the transfers to stop, saves the receipts and invalidates the session. The
-    /// manager accepts no work afterwards; callers still waiting get `DownloadError.cancelled`.
+    /// manager accepts no work afterwards; callers still waiting get `DownloadError.cancelled`, and every `events()`
+    /// stream finishes.
     public func shutdown() async {
-        guard !isShutDown else { return }
-        isShutDown = true
-        for url in order {
-            guard var record = records[url], record.receipt.state == .downloading || record.receipt.state == .willResume
-            else { continue }
-            scheduler.remove(url)
-            stopTransfer(url)
-            record.receipt.state = .suspended
-            records[url] = record
-            changed(url)
+        apply(machine.shutdown())
+        if !transfersEnded {
+            await withCheckedContinuation { shutdownWaiters.append($0) }
         }
-        await waitUntilQuiet()
+        if shutdownTask == nil {
+            shutdownTask = Task { await self.finishShutdown() }
+        }
+        await shutdownTask?.value
+    }
+
+    private func finishShutdown() async {
         ticker?.cancel()
         ticker = nil
-        await store.save(order.compactMap { records[$0] })
+        await fileWork.barrier()
+        await store.save(book.all)
         bridge.invalidate()
-        for url in Array(waiters.keys) { failWaiters(of: url, with: .cancelled(url)) }
         for continuation in eventContinuations.values { continuation.finish() }
         eventContinuations.removeAll()
     }
@@ -283,345 +257,77 @@ public actor DownloadManager {
     /// Waits until every stopping transfer and pending file clean-up has ended (for tests and orderly exits).
     func waitUntilQuiet() async {
         while true {
-            let pending = Array(stopping.values.map(\.task)) + Array(previousWork.values)
-            if pending.isEmpty { return }
-            for task in pending { await task.value }
-            previousWork = previousWork.filter { !pending.contains($0.value) }
-            if stopping.isEmpty && previousWork.isEmpty { return }
+            let stopping = transfers.filter { !machine.isRunning($0.key, generation: $0.value.generation) }
+            if stopping.isEmpty { break }
+            for transfer in stopping.values { await transfer.task.value }
         }
+        await fileWork.barrier()
     }
 
     /// Writes the receipts now instead of after the debounce interval.
     func saveReceiptsNow() async {
-        await store.save(order.compactMap { records[$0] })
+        await store.save(book.all)
     }
 
-    // MARK: - Internals: starting
+    // MARK: - Requests
 
-    @discardableResult
-    private func start(_ url: URL, options: DownloadOptions) -> DownloadReceipt {
-        let key = url
-        var record =
-            records[key]
-            ?? ReceiptRecord(
-                receipt: DownloadReceipt(
-                    url: url, filename: DownloadDirectory.defaultFilename(for: url),
-                    fileURL: directory.partialFile(for: url)),
-                options: options)
-        if records[key] == nil { order.append(key) }
+    private func makeWaiterID() -> Machine.WaiterID {
+        nextWaiterID += 1
+        return nextWaiterID
+    }
 
-        if isShutDown {
-            records[key] = record
-            failWaiters(of: url, with: .cancelled(url))
-            return record.receipt
-        }
-        do {
+    /// One caller's request: validated, a completed file renamed if the naming changed, then handed to the machine.
+    private func request(_ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?) {
+        if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
+        var expectation: Checksum?
+        do throws(DownloadError) {
             try url.validateForDownload()
+            if let text = options.expectedMD5 {
+                guard let checksum = Checksum(md5: text) else {
+                    throw .invalidURL(url.absoluteString, reason: "the expected MD5 \"\(text)\" is not 32 hex digits")
+                }
+                expectation = checksum
+            }
         } catch {
-            record.receipt.state = .failed
-            record.receipt.error = error
-            records[key] = record
-            changed(url)
-            failWaiters(of: url, with: error)
-            return record.receipt
-        }
-
-        switch record.receipt.state {
-        case .willResume, .downloading:
-            return record.receipt  // joined
-        case .completed:
-            if Self.completedFileIsIntact(record.receipt) {
-                records[key] = record
-                succeedWaiters(of: url, with: record.receipt)
-                return record.receipt
-            }
-            // The completed file was deleted or changed: download again.
-            record.receipt = DownloadReceipt(
-                url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: directory.partialFile(for: url))
-        case .none, .suspended, .failed:
-            break
-        }
-        record.options = options
-        record.receipt.state = .willResume
-        record.receipt.error = nil
-        records[key] = record
-        scheduler.enqueue(url)
-        changed(url)
-        schedule()
-        return records[key]!.receipt
-    }
-
-    /// Starts waiting downloads while slots are free.
-    private func schedule() {
-        guard !isShutDown else { return }
-        while active.count + stopping.count < max(1, configuration.maximumActiveDownloads), let url = scheduler.next() {
-            guard var record = records[url], record.receipt.state == .willResume else { continue }
-            nextGeneration += 1
-            let generation = nextGeneration
-            let box = ProgressBox()
-            box.update(written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite)
-            let previous = previousWork.removeValue(forKey: url)
-            let task = makeTransferTask(url: url, options: record.options, box: box, generation: generation, after: previous)
-            active[url] = ActiveDownload(url: url, task: task, box: box, generation: generation)
-            record.receipt.state = .downloading
-            records[url] = record
-            changed(url)
-        }
-        startTickerIfNeeded()
-    }
-
-    /// The task that runs one download's attempts: the transfer, and on transient faults a backoff and another
-    /// transfer that resumes by Range.
-    private func makeTransferTask(
-        url: URL, options: DownloadOptions, box: ProgressBox, generation: Int, after previous: Task<Void, Never>?
-    ) -> Task<Void, Never> {
-        let directory = directory
-        let bridge = bridge
-        let backoff = backoff
-        let retryLimit = configuration.retryLimit
-        let engine = Transfer.Configuration(windowSize: Int64(max(1, configuration.windowSize)))
-        return Task.detached { [weak self] in
-            await previous?.value
-            var retries = 0
-            while true {
-                let transfer = Transfer(
-                    url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                    progress: { written, total in box.update(written: written, total: total) })
-                do throws(DownloadError) {
-                    let result = try await transfer.run()
-                    await self?.transferFinished(url, generation: generation, result: .success(result))
-                    return
-                } catch {
-                    if error == .cancelled || Task.isCancelled {
-                        await self?.transferStopped(url, generation: generation)
-                        return
-                    }
-                    guard error.isTransient, retries < retryLimit else {
-                        await self?.transferFinished(url, generation: generation, result: .failure(error))
-                        return
-                    }
-                    let delay = backoff.delay(attempt: retries, retryAfter: error.retryAfter)
-                    retries += 1
-                    await self?.transferWillRetry(url, generation: generation, error: error)
-                    do {
-                        try await Task.sleep(for: .seconds(delay))
-                    } catch {
-                        await self?.transferStopped(url, generation: generation)
-                        return
-                    }
-                }
-            }
-        }
-    }
-
-    /// Moves a running transfer to `stopping` and cancels it; its slot is freed when it has really ended.
-    private func stopTransfer(_ url: URL) {
-        guard let download = active.removeValue(forKey: url) else { return }
-        stopping[download.generation] = download
-        download.task.cancel()
-        let earlier = previousWork[url]
-        previousWork[url] = Task.detached {
-            await earlier?.value
-            await download.task.value
-        }
-    }
-
-    // MARK: - Internals: transfer callbacks
-
-    private func transferFinished(_ url: URL, generation: Int, result: Result<TransferResult, DownloadError>) {
-        guard let download = active[url], download.generation == generation else {
-            // Told to stop while it was finishing. A verified file still counts if the download is merely paused;
-            // if the download was removed meanwhile, the file it just produced goes too.
-            if case .success(let transfer) = result {
-                if let record = records[url], record.receipt.state == .suspended || record.receipt.state == .willResume {
-                    scheduler.remove(url)
-                    complete(url, with: transfer)
-                } else if records[url] == nil {
-                    try? FileManager.default.removeItem(at: transfer.fileURL)
-                }
-            }
-            transferStopped(url, generation: generation)
+            apply(machine.reject(url, error: error, waiter: waiter), requestOptions: options)
             return
         }
-        active[url] = nil
-        if var record = records[url] {
-            record.receipt.bytesPerSecond = nil
-            record.receipt.estimatedTimeRemaining = nil
-            switch result {
-            case .success(let transfer):
-                complete(url, with: transfer)
-                schedule()
-                return
-            case .failure(let error):
-                record.receipt.state = .failed
-                record.receipt.error = error
-                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
-            }
-            records[url] = record
-            changed(url)
-            if case .failure(let error) = result { failWaiters(of: url, with: error) }
-        }
-        schedule()
+        let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
+        if intact, let naming = options.chosenNaming { rename(url, to: naming) }
+        apply(
+            machine.request(url, expectation: expectation, waiter: waiter, completedFileIsIntact: intact),
+            requestOptions: options)
     }
 
-    /// Records a verified file and answers everyone waiting for it.
-    private func complete(_ url: URL, with transfer: TransferResult) {
-        guard var record = records[url] else { return }
-        record.receipt.state = .completed
-        record.receipt.fileURL = transfer.fileURL
-        record.receipt.filename = transfer.fileURL.lastPathComponent
-        record.receipt.totalBytesWritten = transfer.length
-        record.receipt.totalBytesExpectedToWrite = transfer.length
-        record.receipt.md5 = transfer.md5?.hexString
-        record.receipt.error = nil
-        record.receipt.bytesPerSecond = nil
-        record.receipt.estimatedTimeRemaining = nil
-        records[url] = record
+    private func cancelWaiter(_ id: Machine.WaiterID, of url: URL) {
+        apply(machine.cancelWaiter(id, of: url))
+    }
+
+    /// A receipt for a download that has no file yet.
+    func freshReceipt(for url: URL) -> DownloadReceipt {
+        DownloadReceipt(
+            url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: directory.partialFile(for: url))
+    }
+
+    /// Whether a completed download's file is still there with its recorded size.
+    private func completedFileIsIntact(_ url: URL) -> Bool {
+        guard let file = completedFiles[url], let record = book[url] else { return false }
+        return FileManager.default.sizeOfItem(at: file) == record.receipt.totalBytesWritten
+    }
+
+    /// Gives a completed file the name another naming asks for (no network: it is the same file).
+    private func rename(_ url: URL, to naming: FileNaming) {
+        guard var record = book[url], let file = completedFiles[url], record.options.naming != naming else { return }
+        let name = DownloadDirectory.finalName(naming: naming, url: url, suggested: record.suggestedFilename)
+        record.options.naming = naming
+        if name != file.lastPathComponent {
+            let target = directory.destination(for: name, naming: naming)
+            guard (try? FileManager.default.moveItem(at: file, to: target)) != nil else { return }
+            completedFiles[url] = target
+            record.receipt.fileURL = target
+            record.receipt.filename = target.lastPathComponent
+        }
+        book[url] = record
         changed(url)
-        succeedWaiters(of: url, with: record.receipt)
-    }
-
-    private func transferStopped(_ url: URL, generation: Int) {
-        if stopping.removeValue(forKey: generation) != nil {
-            if var record = records[url], record.receipt.state == .suspended, active[url] == nil {
-                // The transfer has really ended: report the partial file's true length.
-                record.receipt.totalBytesWritten = (FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0)
-                records[url] = record
-                changed(url)
-            }
-        } else if let download = active[url], download.generation == generation {
-            // Cancelled without being asked (should not happen): treat it as suspended.
-            active[url] = nil
-            if var record = records[url] {
-                record.receipt.state = .suspended
-                records[url] = record
-                changed(url)
-            }
-        }
-        schedule()
-    }
-
-    private func transferWillRetry(_ url: URL, generation: Int, error: DownloadError) {
-        guard active[url]?.generation == generation, var record = records[url] else { return }
-        record.receipt.error = error
-        records[url] = record
-        persist()
-    }
-
-    // MARK: - Internals: progress
-
-    private func startTickerIfNeeded() {
-        guard ticker == nil, !active.isEmpty else { return }
-        ticker = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .milliseconds(100))
-                guard let self, await self.tick() else { return }
-            }
-        }
-    }
-
-    /// Publishes progress of every active download whose counts moved. Returns `false` (ending the ticker) when
-    /// nothing is active.
-    private func tick() -> Bool {
-        guard !active.isEmpty else {
-            ticker = nil
-            return false
-        }
-        var anyChange = false
-        for (url, var download) in active {
-            guard var record = records[url] else { continue }
-            let (written, total) = download.box.current
-            let speed = download.meter.sample(bytes: written)
-            active[url] = download
-            guard written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
-            else { continue }
-            record.receipt.totalBytesWritten = written
-            record.receipt.totalBytesExpectedToWrite = total
-            record.receipt.bytesPerSecond = speed
-            record.receipt.estimatedTimeRemaining = total.flatMap { total in
-                speed.flatMap { $0 > 0 ? Double(max(0, total - written)) / $0 : nil }
-            }
-            records[url] = record
-            anyChange = true
-            emit(.progress(record.receipt))
-            for handler in progressHandlers[url] ?? [] { handler(record.receipt) }
-        }
-        if anyChange { persist() }
-        return true
-    }
-
-    // MARK: - Internals: waiters, events, persistence
-
-    private func addWaiter(_ waiter: Waiter, for url: URL) {
-        waiters[url, default: []].append(waiter)
-    }
-
-    private func cancelWaiter(_ id: UUID, for url: URL) {
-        guard var list = waiters[url],
-            let index = list.firstIndex(where: { if case .continuation(id, _) = $0 { return true } else { return false } })
-        else { return }
-        guard case .continuation(_, let continuation) = list.remove(at: index) else { return }
-        waiters[url] = list.isEmpty ? nil : list
-        continuation.resume(throwing: CancellationError())
-        if list.isEmpty { suspend(url) }
-    }
-
-    private func succeedWaiters(of url: URL, with receipt: DownloadReceipt) {
-        finishWaiters(of: url, with: .success(receipt))
-    }
-
-    private func failWaiters(of url: URL, with error: DownloadError) {
-        finishWaiters(of: url, with: .failure(error))
-    }
-
-    /// Answers every caller waiting for a URL, once, and forgets its progress handlers.
-    private func finishWaiters(of url: URL, with result: Result<DownloadReceipt, DownloadError>) {
-        let list = waiters.removeValue(forKey: url) ?? []
-        progressHandlers[url] = nil
-        for waiter in list {
-            switch waiter {
-            case .continuation(_, let continuation): continuation.resume(with: result.mapError { $0 as any Error })
-            case .callback(let callback): callback(result)
-            }
-        }
-    }
-
-    /// A receipt changed state: save soon and tell the listeners.
-    private func changed(_ url: URL) {
-        guard let receipt = records[url]?.receipt else { return }
-        emit(.stateChanged(receipt))
-        persist()
-    }
-
-    private func emit(_ event: DownloadEvent) {
-        for continuation in eventContinuations.values { continuation.yield(event) }
-    }
-
-    private func removeEventContinuation(_ id: UUID) {
-        eventContinuations[id] = nil
-    }
-
-    /// Saves the receipts soon. Changes within half a second share one save, and the snapshot is taken when the
-    /// save happens, so a burst of changes (a thousand small files) costs one snapshot instead of one per change.
-    private func persist() {
-        guard !receiptsSaveScheduled else { return }
-        receiptsSaveScheduled = true
-        Task { [weak self] in
-            try? await Task.sleep(for: Self.receiptsSaveDelay)
-            await self?.savePendingReceipts()
-        }
-    }
-
-    private static let receiptsSaveDelay = Duration.milliseconds(500)
-
-    private func savePendingReceipts() {
-        guard receiptsSaveScheduled else { return }
-        receiptsSaveScheduled = false
-        store.scheduleSave(order.compactMap { records[$0] })
-    }
-
-    /// Whether a completed receipt's file is still there with its recorded size.
-    private static func completedFileIsIntact(_ receipt: DownloadReceipt) -> Bool {
-        FileManager.default.sizeOfItem(at: receipt.fileURL) == receipt.totalBytesWritten
     }
 }

@@ -7,7 +7,7 @@ import Foundation
 public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible {
     private enum Code: String, Sendable, Codable {
         case invalidURL, unsupportedScheme, httpStatus, invalidResponse, checksumMismatch, tooManyRedirects
-        case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts
+        case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts, suspended
     }
 
     private let code: Code
@@ -52,8 +52,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let stalled = DownloadError(.stalled)
     /// Reading or writing local files failed (disk full, permissions, …).
     public static let fileSystem = DownloadError(.fileSystem)
-    /// The download was cancelled or suspended.
+    /// The download was removed, or the manager shut down, while the caller waited.
     public static let cancelled = DownloadError(.cancelled)
+    /// The download was suspended while the caller waited; `resume` or another request continues it.
+    public static let suspended = DownloadError(.suspended)
     /// The resource changed while it was being downloaded, more often than the download could follow.
     public static let fileChanged = DownloadError(.fileChanged)
     /// The receipts file could not be read; it was moved aside.
@@ -89,7 +91,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     static func unsupportedScheme(_ url: URL) -> DownloadError {
-        DownloadError(.unsupportedScheme, url: url, reason: "only http and https are supported, not \(url.scheme ?? "none")")
+        DownloadError(
+            .unsupportedScheme, url: url, reason: "only http and https are supported, not \(url.scheme ?? "none")")
     }
 
     static func httpStatus(_ status: Int, url: URL, retryAfter: TimeInterval? = nil) -> DownloadError {
@@ -117,11 +120,18 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         DownloadError(.checksumMismatch, url: url, reason: "MD5 is \(actual), expected \(expected)")
     }
 
+    static func checksumMismatch(_ url: URL, expected: Checksum, actual: Checksum) -> DownloadError {
+        DownloadError(
+            .checksumMismatch, url: url,
+            reason: "\(actual.algorithm.rawValue.uppercased()) is \(actual.hexString), expected \(expected.hexString)")
+    }
+
     static func tooManyRedirects(_ url: URL, reason: String) -> DownloadError {
         DownloadError(.tooManyRedirects, url: url, reason: reason)
     }
 
-    static func connectionFailed(_ url: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError {
+    static func connectionFailed(_ url: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError
+    {
         DownloadError(.connectionFailed, url: url, reason: reason, underlying: underlying)
     }
 
@@ -133,15 +143,20 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         DownloadError(.fileSystem, url: url, reason: reason, underlying: underlying)
     }
 
-    static func cancelled(_ url: URL) -> DownloadError {
-        DownloadError(.cancelled, url: url, reason: "cancelled")
+    static func cancelled(_ url: URL, reason: String = "cancelled") -> DownloadError {
+        DownloadError(.cancelled, url: url, reason: reason)
+    }
+
+    static func suspended(_ url: URL) -> DownloadError {
+        DownloadError(.suspended, url: url, reason: "suspended")
     }
 
     static func fileChanged(_ url: URL, reason: String) -> DownloadError {
         DownloadError(.fileChanged, url: url, reason: reason)
     }
 
-    static func corruptReceipts(_ file: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError {
+    static func corruptReceipts(_ file: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError
+    {
         DownloadError(.corruptReceipts, url: file, reason: reason, underlying: underlying)
     }
 }

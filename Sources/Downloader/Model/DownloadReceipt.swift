@@ -26,13 +26,16 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
 
     public var id: URL { url }
 
+    /// The completed file's checksum, when it was hashed.
+    public var checksum: Checksum? { md5.flatMap { Checksum(md5: $0) } }
+
     private enum CodingKeys: String, CodingKey {
         case url, filename, fileURL, state, totalBytesWritten, totalBytesExpectedToWrite, md5, error
     }
 
     /// Creates a receipt.
     public init(
-        url: URL, filename: String, fileURL: URL, state: DownloadState = .none, totalBytesWritten: Int64 = 0,
+        url: URL, filename: String, fileURL: URL, state: DownloadState = .idle, totalBytesWritten: Int64 = 0,
         totalBytesExpectedToWrite: Int64? = nil, md5: String? = nil, error: DownloadError? = nil
     ) {
         self.url = url
@@ -57,7 +60,9 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         let progress = Progress(totalUnitCount: totalBytesExpectedToWrite ?? -1)
         progress.kind = .file
         progress.completedUnitCount = totalBytesWritten
-        if let bytesPerSecond { progress.setUserInfoObject(NSNumber(value: Int(bytesPerSecond)), forKey: .throughputKey) }
+        if let bytesPerSecond {
+            progress.setUserInfoObject(NSNumber(value: Int(bytesPerSecond)), forKey: .throughputKey)
+        }
         if let estimatedTimeRemaining {
             progress.setUserInfoObject(NSNumber(value: estimatedTimeRemaining), forKey: .estimatedTimeRemainingKey)
         }

@@ -5,6 +5,8 @@ import Foundation
 struct ReceiptRecord: Codable, Sendable, Equatable {
     var receipt: DownloadReceipt
     var options: DownloadOptions
+    /// The server's `Content-Disposition` name of the completed file, for renaming it under another naming.
+    var suggestedFilename: String?
 }
 
 /// Saves receipts as JSON in the manager's directory: atomically (temporary file + rename), on a queue of its own so

@@ -16,6 +16,11 @@ struct TransferResult: Sendable {
     let resumedBytes: Int64
     /// Bytes received from the network by this run.
     let receivedBytes: Int64
+    /// The server's raw `Content-Disposition` name, if it sent one.
+    let suggestedFilename: String?
+
+    /// The file's checksum, when it was hashed.
+    var checksum: Checksum? { md5.flatMap { Checksum(algorithm: .md5, digest: $0.bytes) } }
 }
 
 /// Takes one URL to one complete, verified file, surviving interruptions without ever producing a wrong byte.
@@ -40,6 +45,8 @@ final class Transfer: Sendable {
     let directory: DownloadDirectory
     let bridge: SessionBridge
     let configuration: Configuration
+    /// A completed file that the verified file replaces (instead of taking a name of its own).
+    let replacing: URL?
     private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
 
     /// Creates a transfer; nothing happens until `run()`.
@@ -49,10 +56,11 @@ final class Transfer: Sendable {
     ///   - directory: where partial and completed files live.
     ///   - bridge: the manager's session.
     ///   - configuration: engine settings.
+    ///   - replacing: a completed file the verified file replaces, if any.
     ///   - progress: called on the delegate queue after every chunk with the bytes on disk and the total if known.
     init(
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
-        configuration: Configuration = Configuration(),
+        configuration: Configuration = Configuration(), replacing: URL? = nil,
         progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
     ) {
         self.url = url
@@ -60,6 +68,7 @@ final class Transfer: Sendable {
         self.directory = directory
         self.bridge = bridge
         self.configuration = configuration
+        self.replacing = replacing
         self.progress = progress
     }
 
@@ -125,7 +134,7 @@ final class Transfer: Sendable {
             }
             return TransferResult(
                 fileURL: fileURL, md5: digest, length: job.offset, resumedBytes: resumedBytes,
-                receivedBytes: job.receivedThisRun)
+                receivedBytes: job.receivedThisRun, suggestedFilename: job.metadata.suggestedFilename)
         }
     }
 
@@ -184,7 +193,8 @@ final class Transfer: Sendable {
             }
             if sameVersion {
                 var metadata = TransferJob.Metadata()
-                metadata.validators = saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
+                metadata.validators =
+                    saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
                 metadata.totalLength = saved.totalLength ?? probe?.totalLength
                 metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
                 metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
@@ -335,8 +345,14 @@ final class Transfer: Sendable {
 
     /// Moves the verified partial file into the completed area and forgets its saved state.
     private func complete(_ job: TransferJob) throws(DownloadError) -> URL {
-        let name = DownloadDirectory.finalName(naming: options.naming, url: url, suggested: job.metadata.suggestedFilename)
-        let destination = directory.destination(for: name, naming: options.naming)
+        let destination: URL
+        if let replacing {
+            destination = replacing
+        } else {
+            let name = DownloadDirectory.finalName(
+                naming: options.naming, url: url, suggested: job.metadata.suggestedFilename)
+            destination = directory.destination(for: name, naming: options.naming)
+        }
         let manager = FileManager.default
         do {
             if manager.fileExists(atPath: destination.path) { try manager.removeItem(at: destination) }

@@ -1,0 +1,234 @@
+import Foundation
+
+extension DownloadManager {
+    /// Carries out the state machine's actions, in order. This is the only place that changes receipts, starts or
+    /// cancels transfers, answers waiters and deletes files.
+    /// - Parameters:
+    ///   - actions: what the machine decided.
+    ///   - requestOptions: the options of the request being handled, for `.adoptOptions`.
+    func apply(_ actions: [Machine.Action], requestOptions: DownloadOptions? = nil) {
+        for action in actions {
+            switch action {
+            case .adoptOptions(let url):
+                adoptOptions(url, requestOptions)
+            case .publish(let url, let state):
+                publish(url, state)
+            case .recordFailure(let url, let error):
+                book[url]?.receipt.error = error
+            case .start(let url, let generation, let start):
+                startTransfer(url, generation: generation, start)
+            case .cancel(let url, let generation):
+                if let transfer = transfers[url], transfer.generation == generation { transfer.task.cancel() }
+            case .complete(let url, let generation):
+                complete(url, generation: generation)
+            case .succeed(let ids, let url):
+                guard let receipt = book[url]?.receipt else { continue }
+                answer(ids, with: .success(receipt))
+            case .fail(let ids, let url, let failure):
+                answer(ids, url: url, failure)
+            case .verify(let url, let expectation):
+                verify(url, expectation)
+            case .discardFiles(let url, let generation, let includingCompleted):
+                discardFiles(url, producedBy: generation, includingCompletedFile: includingCompleted)
+            case .forget(let url):
+                book[url] = nil
+                progressHandlers[url] = nil
+                emit(.removed(url))
+                persist()
+            case .shutDownCompleted:
+                transfersEnded = true
+                let waiting = shutdownWaiters
+                shutdownWaiters = []
+                for continuation in waiting { continuation.resume() }
+            }
+        }
+    }
+
+    // MARK: - Receipts
+
+    /// The request's options become the download's; a download without a completed file points at its partial file.
+    private func adoptOptions(_ url: URL, _ options: DownloadOptions?) {
+        guard var record = book[url] else { return }
+        if let options { record.options = options }
+        if !machine.hasCompletedFile(url) {
+            let fresh = freshReceipt(for: url)
+            record.receipt.fileURL = fresh.fileURL
+            record.receipt.filename = fresh.filename
+            record.receipt.md5 = nil
+            record.suggestedFilename = nil
+            completedFiles[url] = nil
+        }
+        book[url] = record
+    }
+
+    /// Sets the public state: speed and ETA only while downloading, the error only while failed, the true length of
+    /// the partial file while waiting or stopped.
+    private func publish(_ url: URL, _ state: DownloadState) {
+        guard var record = book[url] else { return }
+        record.receipt.state = state
+        if state != .downloading {
+            record.receipt.bytesPerSecond = nil
+            record.receipt.estimatedTimeRemaining = nil
+        }
+        if state != .failed && state != .completed { record.receipt.error = nil }
+        if state != .completed && state != .downloading && !machine.hasCompletedFile(url) {
+            record.receipt.totalBytesWritten = FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0
+        }
+        book[url] = record
+        if state.isResting { progressHandlers[url] = nil }
+        changed(url)
+    }
+
+    /// Records the file a generation produced as the download's completed file.
+    private func complete(_ url: URL, generation: Machine.Generation) {
+        guard let produced = results[url], produced.generation == generation, var record = book[url] else { return }
+        results[url] = nil
+        let transfer = produced.result
+        record.receipt.fileURL = transfer.fileURL
+        record.receipt.filename = transfer.fileURL.lastPathComponent
+        record.receipt.totalBytesWritten = transfer.length
+        record.receipt.totalBytesExpectedToWrite = transfer.length
+        record.receipt.md5 = transfer.md5?.hexString
+        record.receipt.error = nil
+        record.suggestedFilename = transfer.suggestedFilename
+        completedFiles[url] = transfer.fileURL
+        book[url] = record
+    }
+
+    // MARK: - Transfers
+
+    private func startTransfer(_ url: URL, generation: Machine.Generation, _ start: Machine.Start) {
+        guard let record = book[url] else { return }
+        let box = ProgressBox()
+        box.update(written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite)
+        var options = record.options
+        options.expectedMD5 = start.expectation?.hexString
+        let replacing = start.replacesCompletedFile ? completedFiles[url] : nil
+        let runner = self.runner
+        let fileWork = self.fileWork
+        let task = Task.detached { [weak self] in
+            await fileWork.barrier()  // clean-ups of an earlier generation come first
+            let (end, result) = await runner.run(
+                url: url, options: options, replacing: replacing,
+                progress: { written, total in box.update(written: written, total: total) },
+                willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) })
+            await self?.transferEnded(url, generation: generation, end, result: result)
+        }
+        transfers[url] = RunningTransfer(generation: generation, task: task, box: box)
+        startTickerIfNeeded()
+    }
+
+    private func transferEnded(
+        _ url: URL, generation: Machine.Generation, _ end: Machine.TransferEnd, result: TransferResult?
+    ) {
+        if transfers[url]?.generation == generation { transfers[url] = nil }
+        if let result { results[url] = (generation, result) }
+        apply(machine.transferEnded(url, generation: generation, end))
+        if results[url]?.generation == generation { results[url] = nil }
+    }
+
+    private func transferWillRetry(_ url: URL, generation: Machine.Generation, _ retry: TransferRunner.Retry) {
+        guard machine.isRunning(url, generation: generation) else { return }
+        book[url]?.receipt.error = retry.error
+        persist()
+    }
+
+    // MARK: - Files
+
+    /// Hashes the completed file off the actor and reports it to the machine.
+    private func verify(_ url: URL, _ expectation: Checksum) {
+        guard let file = completedFiles[url] else {
+            apply(machine.verified(url, expectation: expectation, actual: nil))
+            return
+        }
+        Task.detached { [weak self] in
+            let actual = try? FileDigest.checksum(of: file, algorithm: expectation.algorithm)
+            await self?.verifiedFile(url, expectation: expectation, actual: actual)
+        }
+    }
+
+    private func verifiedFile(_ url: URL, expectation: Checksum, actual: Checksum?) {
+        apply(machine.verified(url, expectation: expectation, actual: actual))
+    }
+
+    /// Deletes a download's files on the file-work queue (after any clean-up queued before).
+    private func discardFiles(_ url: URL, producedBy generation: Machine.Generation?, includingCompletedFile: Bool) {
+        var files = [directory.partialFile(for: url), directory.stateFile(for: url)]
+        if let generation, let produced = results[url], produced.generation == generation {
+            results[url] = nil
+            files.append(produced.result.fileURL)
+        }
+        if includingCompletedFile, let completed = completedFiles.removeValue(forKey: url) { files.append(completed) }
+        fileWork.async { [files] in
+            for file in files { try? FileManager.default.removeItem(at: file) }
+        }
+    }
+
+    // MARK: - Waiters
+
+    private func answer(_ ids: [Machine.WaiterID], url: URL, _ failure: Machine.Failure) {
+        let error: DownloadError
+        switch failure {
+        case .error(let failure): error = failure
+        case .suspended: error = .suspended(url)
+        case .removed: error = .cancelled(url, reason: "the download was removed")
+        case .shutDown: error = .cancelled(url, reason: "the manager shut down")
+        case .mismatch(let expected, let actual): error = .checksumMismatch(url, expected: expected, actual: actual)
+        case .waiterCancelled:
+            for id in ids {
+                switch waiters.removeValue(forKey: id) {
+                case .continuation(let continuation): continuation.resume(throwing: CancellationError())
+                case .callback(let callback): callback(.failure(.cancelled(url)))
+                case nil: continue
+                }
+            }
+            return
+        }
+        answer(ids, with: .failure(error))
+    }
+
+    /// Answers each waiter once.
+    private func answer(_ ids: [Machine.WaiterID], with result: Result<DownloadReceipt, DownloadError>) {
+        for id in ids {
+            switch waiters.removeValue(forKey: id) {
+            case .continuation(let continuation): continuation.resume(with: result.mapError { $0 as any Error })
+            case .callback(let callback): callback(result)
+            case nil: continue
+            }
+        }
+    }
+
+    // MARK: - Events and persistence
+
+    /// A receipt changed state: save soon and tell the listeners.
+    func changed(_ url: URL) {
+        guard let receipt = book[url]?.receipt else { return }
+        emit(.stateChanged(receipt))
+        persist()
+    }
+
+    func emit(_ event: DownloadEvent) {
+        for continuation in eventContinuations.values { continuation.yield(event) }
+    }
+
+    func removeEventContinuation(_ id: UUID) {
+        eventContinuations[id] = nil
+    }
+
+    /// Saves the receipts soon. Changes within half a second share one save, and the snapshot is taken when the
+    /// save happens, so a burst of changes (a thousand small files) costs one snapshot instead of one per change.
+    func persist() {
+        guard !receiptsSaveScheduled else { return }
+        receiptsSaveScheduled = true
+        Task { [weak self] in
+            try? await Task.sleep(for: .milliseconds(500))
+            await self?.savePendingReceipts()
+        }
+    }
+
+    private func savePendingReceipts() {
+        guard receiptsSaveScheduled else { return }
+        receiptsSaveScheduled = false
+        store.scheduleSave(book.all)
+    }
+}

@@ -1,0 +1,84 @@
+// The words of the lifecycle state machine: phases, how transfers end, why waiters fail, and the actions it returns.
+extension DownloadManager.StateMachine {
+    /// A caller waiting for a download, with the checksum it expects, if any.
+    struct Waiter: Equatable {
+        let id: WaiterID
+        let expectation: Checksum?
+    }
+
+    /// What happens once a stopping transfer has ended.
+    enum Next: Equatable {
+        case suspend
+        /// Continue in the same slot: a new generation resumes from the partial file.
+        case resume
+    }
+
+    /// Where one download is in its life.
+    enum Phase: Equatable {
+        /// Known, never started (receipts of an older version).
+        case idle
+        /// Waiting for a slot.
+        case queued
+        /// A transfer runs.
+        case running(Generation)
+        /// A transfer was told to stop and still holds its slot.
+        case stopping(Generation, next: Next)
+        case suspended
+        case completed
+        case failed
+    }
+
+    /// How a transfer generation ended.
+    enum TransferEnd: Equatable {
+        /// Whole and verified against its own expectation; the checksum it computed (`nil` with hashing off).
+        case completed(Checksum?)
+        case failed(DownloadError)
+        /// Stopped from outside: the partial file is kept.
+        case cancelled
+    }
+
+    /// Why a waiter is answered with an error.
+    enum Failure: Equatable {
+        case error(DownloadError)
+        case suspended
+        case removed
+        case shutDown
+        /// The waiter's own task was cancelled.
+        case waiterCancelled
+        case mismatch(expected: Checksum, actual: Checksum)
+    }
+
+    /// How a transfer starts.
+    struct Start: Equatable {
+        /// What the transfer verifies the file against (the caller's; a server's digest is the transfer's own).
+        var expectation: Checksum?
+        /// The download's completed file is replaced once the new one is verified (a caller expected another
+        /// checksum); until then it stays.
+        var replacesCompletedFile: Bool
+    }
+
+    /// What the owner carries out, in order.
+    enum Action: Equatable {
+        /// The options of the request just made become the download's (it starts afresh or resumes).
+        case adoptOptions(Key)
+        /// The download's public state is now this (tell listeners, save).
+        case publish(Key, DownloadState)
+        /// The download failed with this error (kept in the receipt).
+        case recordFailure(Key, DownloadError)
+        case start(Key, Generation, Start)
+        case cancel(Key, Generation)
+        /// The file produced by this generation is the download's completed file.
+        case complete(Key, Generation)
+        case succeed([WaiterID], Key)
+        case fail([WaiterID], Key, Failure)
+        /// Hash the completed file with the expectation's algorithm and report `verified`.
+        case verify(Key, Checksum)
+        /// Delete the partial file and its state, the file that generation produced (if any) and, when asked, the
+        /// completed file.
+        case discardFiles(Key, producedBy: Generation?, includingCompletedFile: Bool)
+        /// The download is gone: drop its receipt.
+        case forget(Key)
+        /// Shutdown asked and every transfer has ended.
+        case shutDownCompleted
+    }
+}

@@ -1,0 +1,329 @@
+extension DownloadManager {
+    /// The life of every download of a manager, as a value: phases, waiters, the waiting queue and the slots. Every
+    /// event is a `mutating` method that returns the actions to carry out; it does no I/O, reads no clock and knows
+    /// nothing of URLSession, so every interleaving can be tested without sockets (the shape of AsyncHTTPClient's
+    /// `HTTPConnectionPool.StateMachine`).
+    ///
+    /// The rules it keeps:
+    /// - At most `limit` slots are in use; a transfer holds its slot until it has really ended, also when it was told
+    ///   to stop, so a stopped transfer never overlaps the next one of the same download.
+    /// - One generation per download at a time. Suspend, resume and remove while a transfer stops change what
+    ///   happens *after* it ends (`Next`); they never start a second transfer beside it. A transfer that completes
+    ///   while it was being suspended counts as completed.
+    /// - Each waiter is answered exactly once: when its download completes, fails, is suspended or removed, when the
+    ///   manager shuts down, or when the waiter gives up. A waiter's own expectation is compared with the result.
+    struct StateMachine<Key: Hashable> {
+        typealias Generation = Int
+        typealias WaiterID = Int
+
+        /// One download's bookkeeping (internal only so that the machine's extensions in other files reach it).
+        struct Entry {
+            var phase: Phase = .idle
+            var waiters: [Waiter] = []
+            /// Waiters of a completed download whose file is being hashed for their expectation; after a mismatch
+            /// the file is downloaded again when `redownload` (a new request), else they fail (they had joined).
+            var verifying: [(expectation: Checksum, waiters: [WaiterID], redownload: Bool)] = []
+            var priority = 0
+            /// What the current or next transfer verifies against.
+            var expectation: Checksum?
+            /// The checksum of the completed file, when known.
+            var checksum: Checksum?
+            /// A completed file of this download is on disk (also while a replacement runs).
+            var hasCompletedFile = false
+            /// The running transfer replaces the completed file once verified.
+            var replacesCompletedFile = false
+            /// Removed while its transfer stops: hidden, forgotten once the transfer ended and its files are gone.
+            var isRemoved = false
+            /// The stopping generation's files go before anything else (removed, then requested again).
+            var discardsFiles = false
+            /// Why the download failed, while it is `.failed`.
+            var error: DownloadError?
+        }
+
+        // The state below is changed only by this type's `mutating` methods (here and in its extensions).
+
+        /// Whether the manager accepts work.
+        enum Lifecycle {
+            case running, shuttingDown, shutDown
+        }
+
+        var entries: [Key: Entry] = [:]
+        var queue: WaitingQueue<Key>
+        /// How many slots may be in use.
+        private(set) var limit: Int
+        /// Slots held by running and stopping transfers.
+        var slotsInUse = 0
+        var nextGeneration: Generation = 0
+        var lifecycle = Lifecycle.running
+
+        /// Whether `shutdown()` was called.
+        var isShuttingDown: Bool { lifecycle != .running }
+
+        init(limit: Int, prioritization: DownloadPrioritization) {
+            self.limit = max(1, limit)
+            queue = WaitingQueue(prioritization: prioritization)
+        }
+
+        // MARK: - Reading
+
+        /// The phase of a download, `nil` when unknown or removed.
+        func phase(of key: Key) -> Phase? {
+            guard let entry = entries[key], !entry.isRemoved else { return nil }
+            return entry.phase
+        }
+
+        /// The public state of a download, `nil` when unknown or removed.
+        func state(of key: Key) -> DownloadState? {
+            guard let entry = entries[key], !entry.isRemoved else { return nil }
+            return Self.state(entry.phase)
+        }
+
+        /// Whether a completed file of `key` is on disk and belongs to it.
+        func hasCompletedFile(_ key: Key) -> Bool {
+            entries[key]?.hasCompletedFile ?? false
+        }
+
+        /// Whether `generation` is the live transfer of `key` (running, not told to stop).
+        func isRunning(_ key: Key, generation: Generation) -> Bool {
+            entries[key]?.phase == .running(generation)
+        }
+
+        /// How many downloads wait for a slot.
+        var queuedCount: Int { queue.count }
+
+        static func state(_ phase: Phase) -> DownloadState {
+            switch phase {
+            case .idle: return .idle
+            case .queued: return .queued
+            case .running, .stopping(_, next: .resume): return .downloading
+            case .stopping(_, next: .suspend), .suspended: return .suspended
+            case .completed: return .completed
+            case .failed: return .failed
+            }
+        }
+
+        // MARK: - Events from callers
+
+        /// A download known from saved state, at start.
+        mutating func restore(_ key: Key, state: DownloadState, checksum: Checksum?) {
+            var entry = Entry()
+            switch state {
+            case .idle: entry.phase = .idle
+            case .queued, .downloading, .suspended: entry.phase = .suspended  // interrupted: not running any more
+            case .completed:
+                entry.phase = .completed
+                entry.hasCompletedFile = true
+                entry.checksum = checksum
+            case .failed: entry.phase = .failed
+            }
+            entries[key] = entry
+        }
+
+        /// A caller asks for a download (and, with a waiter, waits for it).
+        /// - Parameters:
+        ///   - expectation: the checksum the caller expects, if any.
+        ///   - priority: higher starts first among waiting downloads.
+        ///   - waiter: who to answer, if anyone waits.
+        ///   - completedFileIsIntact: for a completed download, whether its file is still there as recorded.
+        mutating func request(
+            _ key: Key, expectation: Checksum?, priority: Int = 0, waiter: WaiterID?, completedFileIsIntact: Bool
+        ) -> [Action] {
+            let waiting = waiter.map { Waiter(id: $0, expectation: expectation) }
+            if isShuttingDown { return waiting.map { [.fail([$0.id], key, .shutDown)] } ?? [] }
+            var entry = entries[key] ?? Entry()
+            var actions: [Action] = []
+            switch entry.phase {
+            case .stopping(let generation, _) where entry.isRemoved:
+                // Removed a moment ago and wanted again: a new download, once the old files are gone.
+                let hadCompletedFile = entry.hasCompletedFile
+                entry = Entry(phase: .stopping(generation, next: .resume), priority: priority, expectation: expectation)
+                entry.hasCompletedFile = hadCompletedFile
+                entry.discardsFiles = true
+                entry.waiters = waiting.map { [$0] } ?? []
+                actions = [.adoptOptions(key), .publish(key, .downloading)]
+            case .queued:
+                if let waiting { entry.waiters.append(waiting) }
+                if priority > entry.priority {
+                    entry.priority = priority
+                    queue.push(key, priority: priority)
+                }
+            case .running, .stopping(_, next: .resume):
+                if let waiting { entry.waiters.append(waiting) }
+            case .stopping(let generation, next: .suspend):
+                if let waiting { entry.waiters.append(waiting) }
+                entry.phase = .stopping(generation, next: .resume)
+                actions = [.publish(key, .downloading)]
+            case .completed where completedFileIsIntact:
+                entry.priority = priority  // for a download that may follow
+                if let expectation, let checksum = entry.checksum, checksum.algorithm == expectation.algorithm,
+                    checksum != expectation
+                {
+                    // The server may have a new version: fetch it, and keep the old file unless the new one matches.
+                    if let waiting { entry.waiters.append(waiting) }
+                    enqueueReplacement(key, &entry, expectation: expectation, priority: priority, &actions)
+                } else if let expectation, entry.checksum?.algorithm != expectation.algorithm {
+                    if let index = entry.verifying.firstIndex(where: { $0.expectation == expectation && $0.redownload })
+                    {
+                        if let waiting { entry.verifying[index].waiters.append(waiting.id) }
+                    } else {
+                        entry.verifying.append((expectation, waiting.map { [$0.id] } ?? [], true))
+                        actions = [.verify(key, expectation)]
+                    }
+                } else if let waiting {
+                    actions = [.succeed([waiting.id], key)]
+                }
+            case .idle, .suspended, .failed, .completed:
+                // Starts afresh (a completed file that is gone is fetched again), or resumes a partial file.
+                let earlier = entry
+                entry = Entry(phase: .queued, priority: priority, expectation: expectation)
+                entry.verifying = earlier.verifying
+                entry.waiters = earlier.waiters + (waiting.map { [$0] } ?? [])
+                queue.push(key, priority: priority)
+                actions = [.adoptOptions(key), .publish(key, .queued)]
+            }
+            entries[key] = entry
+            schedule(&actions)
+            return actions
+        }
+
+        /// A request that cannot be carried out at all (a malformed URL): the download fails at once.
+        mutating func reject(_ key: Key, error: DownloadError, waiter: WaiterID?) -> [Action] {
+            var entry = entries[key] ?? Entry()
+            switch entry.phase {
+            case .queued, .running, .stopping, .completed: return waiter.map { [.fail([$0], key, .error(error))] } ?? []
+            case .idle, .suspended, .failed:
+                entry.phase = .failed
+                entry.error = error
+                entries[key] = entry
+                return [.adoptOptions(key), .recordFailure(key, error), .publish(key, .failed)]
+                    + (waiter.map { [.fail([$0], key, .error(error))] } ?? [])
+            }
+        }
+
+        /// Continues a suspended or failed download with its own options.
+        mutating func resume(_ key: Key) -> [Action] {
+            guard !isShuttingDown, var entry = entries[key], !entry.isRemoved else { return [] }
+            var actions: [Action] = []
+            switch entry.phase {
+            case .idle, .suspended, .failed:
+                entry.phase = .queued
+                queue.push(key, priority: entry.priority)
+                actions = [.publish(key, .queued)]
+            case .stopping(let generation, next: .suspend):
+                entry.phase = .stopping(generation, next: .resume)
+                actions = [.publish(key, .downloading)]
+            case .queued, .running, .stopping(_, next: .resume), .completed:
+                return []
+            }
+            entries[key] = entry
+            schedule(&actions)
+            return actions
+        }
+
+        /// Pauses a download. A waiting one leaves the queue and its waiters are answered now; a running one is told
+        /// to stop and its waiters are answered when it has (it may still complete).
+        mutating func suspend(_ key: Key) -> [Action] {
+            guard var entry = entries[key], !entry.isRemoved else { return [] }
+            defer { entries[key] = entry }  // no scheduling here: a stopping transfer keeps its slot
+            switch entry.phase {
+            case .queued:
+                queue.remove(key)
+                entry.phase = .suspended
+                let waiters = entry.waiters.map(\.id)
+                entry.waiters = []
+                return [.publish(key, .suspended)] + (waiters.isEmpty ? [] : [.fail(waiters, key, .suspended)])
+            case .running(let generation):
+                entry.phase = .stopping(generation, next: .suspend)
+                return [.cancel(key, generation), .publish(key, .suspended)]
+            case .stopping(let generation, next: .resume):
+                entry.phase = .stopping(generation, next: .suspend)
+                return [.publish(key, .suspended)]
+            case .idle, .suspended, .failed, .completed, .stopping(_, next: .suspend):
+                return []
+            }
+        }
+
+        /// Drops a download: its waiters are answered now, its receipt goes, and its files go once no transfer
+        /// touches them any more.
+        mutating func remove(_ key: Key) -> [Action] {
+            guard var entry = entries[key], !entry.isRemoved else { return [] }
+            let everyone = entry.waiters.map(\.id) + entry.verifying.flatMap(\.waiters)
+            var actions: [Action] = everyone.isEmpty ? [] : [.fail(everyone, key, .removed)]
+            actions.append(.forget(key))
+            switch entry.phase {
+            case .running(let generation), .stopping(let generation, _):
+                if case .running = entry.phase { actions.append(.cancel(key, generation)) }
+                entry.phase = .stopping(generation, next: .suspend)
+                entry.waiters = []
+                entry.verifying = []
+                entry.isRemoved = true
+                entry.discardsFiles = true
+                entries[key] = entry
+            case .queued, .idle, .suspended, .failed, .completed:
+                queue.remove(key)
+                entries[key] = nil
+                actions.append(.discardFiles(key, producedBy: nil, includingCompletedFile: entry.hasCompletedFile))
+            }
+            return actions
+        }
+
+        /// A waiter gave up (its task was cancelled). If nobody else waits, a waiting or running download is
+        /// suspended.
+        mutating func cancelWaiter(_ id: WaiterID, of key: Key) -> [Action] {
+            guard var entry = entries[key] else { return [] }
+            if let index = entry.waiters.firstIndex(where: { $0.id == id }) {
+                entry.waiters.remove(at: index)
+            } else if let index = entry.verifying.firstIndex(where: { $0.waiters.contains(id) }) {
+                entry.verifying[index].waiters.removeAll { $0 == id }
+            } else {
+                return []
+            }
+            entries[key] = entry
+            var actions: [Action] = [.fail([id], key, .waiterCancelled)]
+            if entry.waiters.isEmpty { actions += suspend(key) }
+            return actions
+        }
+
+        /// Changes how many transfers may run at once. Lowering it stops nothing: fewer start from now on.
+        mutating func setLimit(_ newLimit: Int) -> [Action] {
+            limit = max(1, newLimit)
+            var actions: [Action] = []
+            schedule(&actions)
+            return actions
+        }
+
+        /// Suspends everything, answers every waiter and starts nothing more; `.shutDownCompleted` follows once
+        /// every transfer has ended.
+        mutating func shutdown() -> [Action] {
+            guard lifecycle == .running else { return [] }
+            lifecycle = .shuttingDown
+            var actions: [Action] = []
+            for key in Array(entries.keys) {
+                guard var entry = entries[key] else { continue }
+                let verifying = entry.verifying.flatMap(\.waiters)
+                entry.verifying = []
+                if !verifying.isEmpty { actions.append(.fail(verifying, key, .shutDown)) }
+                switch entry.phase {
+                case .queued:
+                    queue.remove(key)
+                    entry.phase = .suspended
+                    actions.append(.publish(key, .suspended))
+                case .running(let generation):
+                    entry.phase = .stopping(generation, next: .suspend)
+                    actions += [.cancel(key, generation), .publish(key, .suspended)]
+                case .stopping(let generation, next: .resume):
+                    entry.phase = .stopping(generation, next: .suspend)
+                    actions.append(.publish(key, .suspended))
+                default:
+                    break
+                }
+                let waiters = entry.waiters.map(\.id)
+                entry.waiters = []
+                if !waiters.isEmpty { actions.append(.fail(waiters, key, .shutDown)) }
+                entries[key] = entry
+            }
+            schedule(&actions)
+            return actions
+        }
+    }
+}

@@ -1,0 +1,38 @@
+/// The receipts of a manager with the options to resume them, in the order downloads were first requested.
+///
+/// Insertion-ordered with O(1) look-up, insertion and removal: removed places are left empty and compacted once they
+/// are the majority, so removing thousands of downloads is not quadratic.
+struct ReceiptBook<Key: Hashable> {
+    private var records: [Key: ReceiptRecord] = [:]
+    private var order: [Key?] = []
+    private var position: [Key: Int] = [:]
+
+    var count: Int { records.count }
+
+    subscript(key: Key) -> ReceiptRecord? {
+        get { records[key] }
+        set {
+            if let newValue {
+                if records.updateValue(newValue, forKey: key) == nil {
+                    position[key] = order.count
+                    order.append(key)
+                }
+            } else if records.removeValue(forKey: key) != nil, let index = position.removeValue(forKey: key) {
+                order[index] = nil
+                compactIfSparse()
+            }
+        }
+    }
+
+    /// The keys in request order.
+    var keys: [Key] { order.compactMap { $0 } }
+
+    /// The records in request order.
+    var all: [ReceiptRecord] { order.compactMap { $0.flatMap { records[$0] } } }
+
+    private mutating func compactIfSparse() {
+        guard order.count > 64, order.count > 2 * records.count else { return }
+        order = order.filter { $0 != nil }
+        for (index, key) in order.enumerated() { position[key!] = index }
+    }
+}

@@ -1,0 +1,195 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// The manager's promises at the edges of a download's life, end to end over real sockets: each test here was
+/// written against a defect seen on the previous manager (issue #11) and failed there.
+@Suite("DownloadManager lifecycle")
+final class DownloadManagerLifecycleTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var temporary: TemporaryDirectory { TemporaryDirectory(existing: workspace.directory) }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    func makeManager(maximumActive: Int = 4, window: Int = 16 << 20) throws -> DownloadManager {
+        try DownloadManager(
+            configuration: .forTests(directory: temporary.url, maximumActive: maximumActive, window: window))
+    }
+
+    func gets(_ name: String) -> [RecordedRequest] {
+        server.requests.filter { $0.method == "GET" && $0.path == "/bytes/\(name)" }
+    }
+
+    static let wrongMD5 = String(repeating: "0", count: 32)
+
+    @Test("Suspending and resuming just as a download finishes never fetches it again nor makes a (1) copy")
+    func suspendResumeAtTheFinish() async throws {
+        let manager = try makeManager()
+        var random = SeededGenerator(seed: 11)
+        var sent: Int64 = 0
+        for index in 0..<150 {
+            let name = "race\(index)"
+            let url = server.url("/bytes/\(name)?size=20000&filename=\(name).bin")
+            await manager.enqueue(url, options: DownloadOptions(naming: .suggested))
+            sent += 20_000
+            // The last byte has left the server: the transfer is verifying or moving the file now, or about to.
+            let target = sent
+            #expect(await server.waitUntil { $0.bodyBytesSent >= target })
+            for _ in 0..<Int.random(in: 0..<40, using: &random) { await Task.yield() }
+            await manager.suspend(url)
+            await manager.resume(url)
+            let receipt = try await manager.download(url)
+            #expect(receipt.fileURL.lastPathComponent == "\(name).bin")
+            #expect(try md5OfFile(receipt.fileURL) == TestContent(name: name, size: 20000).md5)
+            // A suspend that lands before any byte is on disk refetches (nothing was kept); never more than that.
+            #expect(gets(name).count <= 2)
+            sent = server.statistics.bodyBytesSent
+        }
+        await manager.waitUntilQuiet()
+        let duplicates = temporary.files().filter { $0.contains("(1)") }
+        #expect(duplicates.isEmpty, "\(duplicates)")
+        await manager.shutdown()
+    }
+
+    @Test("A request for a completed URL with another expected MD5 downloads once more and fails unless it matches")
+    func expectationOnCompletedURL() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/known?size=5000")
+        let right = TestContent(name: "known", size: 5000).md5.hexString
+        let first = try await manager.download(url)
+        await #expect(throws: DownloadError.checksumMismatch) {
+            try await manager.download(url, options: DownloadOptions(expectedMD5: Self.wrongMD5))
+        }
+        #expect(gets("known").count >= 2, "the server may have a new version: it was asked again")
+        // The verified file is still there and still the download's.
+        let receipt = try #require(await manager.receipt(for: url))
+        #expect(receipt.state == .completed && receipt.fileURL == first.fileURL)
+        #expect(try md5OfFile(first.fileURL).hexString == right)
+        // A matching expectation is answered from the receipt, without the network.
+        let before = gets("known").count
+        let again = try await manager.download(url, options: DownloadOptions(expectedMD5: right.uppercased()))
+        #expect(again.fileURL == first.fileURL && gets("known").count == before)
+        await manager.shutdown()
+    }
+
+    @Test("A caller that joins a running download with another expected MD5 gets checksumMismatch; the others succeed")
+    func expectationOnJoin() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/joined?size=400000&rate=800000")
+        let owner = Task { try await manager.download(url) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 50_000 })
+        await #expect(throws: DownloadError.checksumMismatch) {
+            try await manager.download(url, options: DownloadOptions(expectedMD5: Self.wrongMD5))
+        }
+        let receipt = try await owner.value
+        #expect(receipt.md5 == TestContent(name: "joined", size: 400_000).md5.hexString)
+        await manager.shutdown()
+    }
+
+    @Test("A completed URL requested with another naming gets its file under the new name, without the network")
+    func namingOnCompletedURL() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/renamed?size=3000&filename=report.txt")
+        let first = try await manager.download(url)
+        #expect(first.fileURL.lastPathComponent != "report.txt")
+        let second = try await manager.download(url, options: DownloadOptions(naming: .suggested))
+        #expect(second.fileURL.lastPathComponent == "report.txt")
+        #expect(try md5OfFile(second.fileURL) == TestContent(name: "renamed", size: 3000).md5)
+        #expect(!FileManager.default.fileExists(atPath: first.fileURL.path), "one file per URL")
+        #expect(gets("renamed").count == 1)
+        #expect(await manager.receipt(for: url)?.fileURL == second.fileURL)
+        await manager.shutdown()
+    }
+
+    @Test("suspend() ends every download() waiting for the URL with DownloadError.suspended")
+    func suspendEndsWaiters() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/paused?size=400000&stallAfter=50000&stall=60&stallCount=1")
+        let waiting = Task { try await manager.download(url) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 50_000 })
+        await manager.suspend(url)
+        let outcome = await Self.outcome(of: waiting, within: .seconds(20))
+        #expect(outcome == .failure(.suspended))
+        #expect(await manager.receipt(for: url)?.state == .suspended)
+        await manager.shutdown()
+    }
+
+    @Test("suspend() of a waiting (queued) download ends its callers too")
+    func suspendEndsQueuedWaiters() async throws {
+        let manager = try makeManager(maximumActive: 1)
+        let busy = server.url("/bytes/busy?size=400000&stallAfter=1000&stall=60&stallCount=1")
+        let queued = server.url("/bytes/queued?size=1000")
+        await manager.enqueue(busy)
+        let waiting = Task { try await manager.download(queued) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
+        #expect(await manager.receipt(for: queued)?.state == .queued)
+        await manager.suspend(queued)
+        #expect(await Self.outcome(of: waiting, within: .seconds(20)) == .failure(.suspended))
+        await manager.shutdown()
+    }
+
+    @Test("DownloadState has no case named none; receipts saved with the old names still load")
+    func stateNames() throws {
+        #expect(
+            DownloadState.allCases.map(\.rawValue) == [
+                "idle", "queued", "downloading", "suspended", "completed", "failed",
+            ])
+        let decoder = JSONDecoder()
+        let legacy = try decoder.decode([DownloadState].self, from: Data(#"["none","willResume"]"#.utf8))
+        #expect(legacy.map(\.rawValue) == ["idle", "queued"])
+        #expect(DownloadState(rawValue: "none") == nil, "`state == .none` must not compile into Optional.none")
+    }
+
+    @Test(
+        "Never more than the limit transfer at once, and exactly the limit when responses are held", arguments: [1, 3])
+    func concurrencyLimit(limit: Int) async throws {
+        let manager = try makeManager(maximumActive: limit)
+        // The first `limit` responses wait for each other at the gate, so they are in flight together whatever the
+        // machine's load; afterwards each response takes a while, so that an extra transfer would be seen.
+        let urls = (0..<8).map {
+            server.url("/bytes/g\(limit)-\($0)?size=100000&rate=1000000&gate=g\(limit)&gateSize=\(limit)")
+        }
+        try await withThrowingTaskGroup(of: DownloadReceipt.self) { group in
+            for url in urls { group.addTask { try await manager.download(url) } }
+            for try await receipt in group { #expect(receipt.state == .completed) }
+        }
+        #expect(server.statistics.peakActiveRequests == limit)
+        await manager.shutdown()
+    }
+
+    enum Outcome: Equatable {
+        case success
+        case failure(DownloadError)
+        case otherError
+        case timedOut
+    }
+
+    /// Waits for a download task with a deadline: a call that never returns is a failure, not a hung suite.
+    static func outcome(of task: Task<DownloadReceipt, any Error>, within limit: Duration) async -> Outcome {
+        await withTaskGroup(of: Outcome.self) { group in
+            group.addTask {
+                do {
+                    _ = try await task.value
+                    return .success
+                } catch let error as DownloadError {
+                    return .failure(error)
+                } catch {
+                    return .otherError
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: limit)  // a deadline, not synchronisation
+                return .timedOut
+            }
+            let first = await group.next()!
+            group.cancelAll()
+            task.cancel()
+            return first
+        }
+    }
+}

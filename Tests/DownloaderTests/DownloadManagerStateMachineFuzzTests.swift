@@ -1,0 +1,282 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Seeded random sequences of thousands of events through the lifecycle state machine, with a model of the executor
+/// that checks, after every event: never more slots than the limit, starts in priority then FIFO/LIFO order, each
+/// waiter answered exactly once, no two generations of one download running, a completed download has exactly one
+/// file and every produced file is either kept or deleted, and the published state is the machine's.
+@Suite("DownloadManager.StateMachine fuzzing")
+struct DownloadManagerStateMachineFuzzTests {
+    typealias Machine = DownloadManager.StateMachine<Int>
+
+    static let checksums: [Checksum] = ["a", "b", "c"].map { Checksum(md5: String(repeating: $0, count: 32))! }
+
+    /// The executor's side, as the actions describe it.
+    struct Model {
+        let prioritization: DownloadPrioritization
+        /// Generations started and not yet ended, by key.
+        var running: [Int: Int] = [:]
+        var cancelled: Set<Int> = []
+        /// Waiters registered and not yet answered.
+        var pending: [Int: Int] = [:]
+        var answered: Set<Int> = []
+        /// Completed files on disk per key (0 or 1).
+        var files: [Int: Int] = [:]
+        /// The waiting queue as publications describe it: key → (priority, sequence).
+        var queue: [Int: (priority: Int, sequence: Int)] = [:]
+        var priorities: [Int: Int] = [:]
+        var sequence = 0
+        var verifications: [(key: Int, expectation: Checksum)] = []
+        var published: [Int: DownloadState] = [:]
+        var shutDownReports = 0
+        /// How often each kind of action was seen: the run must have exercised every path it claims to check.
+        var seen: [String: Int] = [:]
+
+        /// Whether `key` is the first of the modelled queue.
+        func isFirst(_ key: Int) -> Bool {
+            guard let mine = queue[key] else { return false }
+            return queue.values.allSatisfy { other in
+                if other.priority != mine.priority { return other.priority < mine.priority }
+                return prioritization == .fifo ? other.sequence >= mine.sequence : other.sequence <= mine.sequence
+            }
+        }
+    }
+
+    /// Applies actions to the model, checking each against it.
+    /// - Parameters:
+    ///   - produced: the generation that ended with a file in this event, which must be kept or discarded.
+    ///   - endedKey: the key whose transfer ended in this event (it may continue in its own slot).
+    static func apply(
+        _ actions: [Machine.Action], to model: inout Model, machine: Machine, produced: Int? = nil,
+        endedKey: Int? = nil, slotsBefore: Int, limit: Int, context: String
+    ) {
+        var producedSettled = produced == nil
+        for action in actions {
+            model.seen[Self.kind(of: action), default: 0] += 1
+            if case .start(_, _, let start) = action, start.replacesCompletedFile {
+                model.seen["replacement", default: 0] += 1
+            }
+            if case .fail(_, _, .mismatch) = action { model.seen["mismatch", default: 0] += 1 }
+            switch action {
+            case .start(let key, let generation, _):
+                #expect(model.running[key] == nil, "two generations of \(key) running: \(context)")
+                if model.queue[key] != nil {
+                    let first = model.isFirst(key)
+                    #expect(first, "\(key) started out of order, queue \(model.queue): \(context) → \(actions)")
+                    model.queue[key] = nil
+                } else {
+                    #expect(key == endedKey, "\(key) started without being queued: \(context)")
+                }
+                model.running[key] = generation
+            case .cancel(let key, let generation):
+                #expect(model.running[key] == generation, "cancel of a generation not running: \(context)")
+                model.cancelled.insert(generation)
+            case .publish(let key, let state):
+                model.published[key] = state
+                if state == .queued {
+                    model.sequence += 1
+                    model.queue[key] = (model.priorities[key] ?? 0, model.sequence)
+                } else {
+                    model.queue[key] = nil
+                }
+            case .succeed(let ids, _), .fail(let ids, _, _):
+                for id in ids {
+                    #expect(
+                        model.pending.removeValue(forKey: id) != nil,
+                        "waiter \(id) answered twice or unknown: \(context)")
+                    model.answered.insert(id)
+                }
+            case .complete(let key, let generation):
+                #expect(generation == produced, "completed a file nobody produced: \(context)")
+                producedSettled = true
+                model.files[key] = 1
+            case .discardFiles(let key, let generation, let includingCompleted):
+                if let generation, generation == produced { producedSettled = true }
+                if includingCompleted { model.files[key] = 0 }
+            case .verify(let key, let expectation):
+                model.verifications.append((key, expectation))
+            case .forget(let key):
+                model.published[key] = nil
+                model.queue[key] = nil
+            case .shutDownCompleted:
+                model.shutDownReports += 1
+            case .adoptOptions, .recordFailure:
+                break
+            }
+        }
+        #expect(producedSettled, "a produced file was neither kept nor deleted: \(context)")
+        #expect(machine.slotsInUse == model.running.count, "slots and running transfers disagree: \(context)")
+        #expect(machine.slotsInUse <= max(limit, slotsBefore), "more slots than the limit: \(context)")
+        for (key, state) in model.published {
+            #expect(
+                machine.state(of: key) == state, "published \(state) for \(key), machine says otherwise: \(context)")
+            if state == .completed { #expect(model.files[key] == 1, "completed \(key) without its file: \(context)") }
+        }
+    }
+
+    @Test("Thousands of random events keep every invariant", arguments: [DownloadPrioritization.fifo, .lifo])
+    func randomEvents(prioritization: DownloadPrioritization) {
+        var seen: [String: Int] = [:]
+        for seed in 0..<60 {
+            seen.merge(run(seed: UInt64(seed), prioritization: prioritization, events: 2_000)) { $0 + $1 }
+        }
+        for kind in [
+            "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
+            "mismatch",
+        ] {
+            #expect(seen[kind, default: 0] >= 50, "the fuzzer exercised \(kind) only \(seen[kind, default: 0]) times")
+        }
+    }
+
+    /// Runs one seeded sequence; returns how often each kind of action was seen.
+    @discardableResult
+    func run(seed: UInt64, prioritization: DownloadPrioritization, events: Int) -> [String: Int] {
+        var random = SeededGenerator(seed: seed)
+        var limit = Int.random(in: 1...4, using: &random)
+        var machine = Machine(limit: limit, prioritization: prioritization)
+        var model = Model(prioritization: prioritization)
+        var nextWaiter = 0
+        let keys = 0..<8
+        for key in keys where Bool.random(using: &random) {
+            let state = [DownloadState.completed, .suspended, .failed, .idle].randomElement(using: &random)!
+            machine.restore(
+                key, state: state, checksum: state == .completed ? Self.checksums.randomElement(using: &random) : nil)
+            model.files[key] = state == .completed ? 1 : 0
+            model.published[key] = machine.state(of: key)
+        }
+
+        for step in 0..<events {
+            let key = keys.randomElement(using: &random)!
+            let slotsBefore = machine.slotsInUse
+            var produced: Int?
+            var endedKey: Int?
+            let actions: [Machine.Action]
+            let context: String
+            switch Int.random(in: 0..<100, using: &random) {
+            case 0..<30:
+                nextWaiter += 1
+                let waiter: Int? = Int.random(in: 0..<4, using: &random) == 0 ? nil : nextWaiter
+                if let waiter { model.pending[waiter] = key }
+                let expectation =
+                    Int.random(in: 0..<3, using: &random) == 0 ? Self.checksums.randomElement(using: &random) : nil
+                let priority = Int.random(in: 0..<3, using: &random)
+                switch machine.phase(of: key) {
+                case .queued:
+                    // A higher priority moves a waiting download: a new place in the queue.
+                    if priority > (model.priorities[key] ?? 0) {
+                        model.priorities[key] = priority
+                        model.sequence += 1
+                        model.queue[key] = (priority, model.sequence)
+                    }
+                case .running, .stopping:
+                    break  // joins: the running download keeps its priority
+                case nil, .idle, .suspended, .failed, .completed:
+                    model.priorities[key] = priority
+                }
+                let intact = Int.random(in: 0..<5, using: &random) != 0
+                context = "seed \(seed) step \(step): request \(key) waiter \(waiter.map(String.init) ?? "-")"
+                actions = machine.request(
+                    key, expectation: expectation, priority: priority, waiter: waiter,
+                    completedFileIsIntact: intact && model.files[key] == 1)
+            case 30..<40:
+                context = "seed \(seed) step \(step): suspend \(key)"
+                actions = machine.suspend(key)
+            case 40..<50:
+                context = "seed \(seed) step \(step): resume \(key)"
+                actions = machine.resume(key)
+            case 50..<55:
+                context = "seed \(seed) step \(step): remove \(key)"
+                actions = machine.remove(key)
+            case 55..<60:
+                guard let (waiter, waiterKey) = model.pending.randomElement(using: &random) else { continue }
+                context = "seed \(seed) step \(step): cancel waiter \(waiter)"
+                actions = machine.cancelWaiter(waiter, of: waiterKey)
+            case 60..<90:
+                guard let (endingKey, generation) = model.running.randomElement(using: &random) else { continue }
+                let end = Self.randomEnd(wasCancelled: model.cancelled.contains(generation), &random)
+                model.running[endingKey] = nil
+                if case .completed = end { produced = generation }
+                endedKey = endingKey
+                context = "seed \(seed) step \(step): \(endingKey) generation \(generation) ended \(end)"
+                actions = machine.transferEnded(endingKey, generation: generation, end)
+            case 90..<96:
+                guard !model.verifications.isEmpty else { continue }
+                let (verifiedKey, expectation) = model.verifications.remove(
+                    at: Int.random(in: 0..<model.verifications.count, using: &random))
+                let actual = [expectation, Self.checksums.randomElement(using: &random)!, nil].randomElement(
+                    using: &random)!
+                context = "seed \(seed) step \(step): verified \(verifiedKey)"
+                actions = machine.verified(verifiedKey, expectation: expectation, actual: actual)
+            default:
+                limit = Int.random(in: 1...4, using: &random)
+                context = "seed \(seed) step \(step): limit \(limit)"
+                actions = machine.setLimit(limit)
+            }
+            Self.apply(
+                actions, to: &model, machine: machine, produced: produced, endedKey: endedKey, slotsBefore: slotsBefore,
+                limit: limit, context: context)
+        }
+
+        // Wind down: shut down, let every transfer end and every verification report; then nobody may be waiting.
+        Self.apply(
+            machine.shutdown(), to: &model, machine: machine, slotsBefore: machine.slotsInUse, limit: limit,
+            context: "seed \(seed): shutdown")
+        while let (key, generation) = model.running.first {
+            model.running[key] = nil
+            let end = Self.randomEnd(wasCancelled: true, &random)
+            var produced: Int?
+            if case .completed = end { produced = generation }
+            Self.apply(
+                machine.transferEnded(key, generation: generation, end), to: &model, machine: machine,
+                produced: produced, endedKey: key, slotsBefore: machine.slotsInUse, limit: limit,
+                context: "seed \(seed): wind down \(key)")
+        }
+        for (key, expectation) in model.verifications {
+            Self.apply(
+                machine.verified(key, expectation: expectation, actual: expectation), to: &model, machine: machine,
+                slotsBefore: 0, limit: limit, context: "seed \(seed): verification after shutdown")
+        }
+        let unanswered = model.pending
+        #expect(unanswered.isEmpty, "seed \(seed): waiters never answered: \(unanswered)")
+        #expect(model.shutDownReports == 1, "seed \(seed): shutdown reported \(model.shutDownReports) times")
+        #expect(machine.slotsInUse == 0)
+        return model.seen
+    }
+
+    static func kind(of action: Machine.Action) -> String {
+        switch action {
+        case .adoptOptions: "adoptOptions"
+        case .publish: "publish"
+        case .recordFailure: "recordFailure"
+        case .start: "start"
+        case .cancel: "cancel"
+        case .complete: "complete"
+        case .succeed: "succeed"
+        case .fail: "fail"
+        case .verify: "verify"
+        case .discardFiles: "discardFiles"
+        case .forget: "forget"
+        case .shutDownCompleted: "shutDownCompleted"
+        }
+    }
+
+    static func randomEnd(wasCancelled: Bool, _ random: inout SeededGenerator) -> Machine.TransferEnd {
+        let roll = Int.random(in: 0..<10, using: &random)
+        if wasCancelled {
+            // Told to stop: usually it stops, but it may have completed or failed just before.
+            switch roll {
+            case 0..<6: return .cancelled
+            case 6..<9: return .completed([checksums[0], checksums[1], nil].randomElement(using: &random)!)
+            default: return .failed(.connectionFailed)
+            }
+        }
+        switch roll {
+        case 0..<6: return .completed([checksums[0], checksums[1], nil].randomElement(using: &random)!)
+        case 6..<9: return .failed(.connectionFailed)
+        default: return .cancelled
+        }
+    }
+}
