@@ -47,7 +47,9 @@ let manager = try DownloadManager(configuration: configuration)
 let urls = files.map { server.url("/bytes/\($0.name)?size=\($0.size)\($0.options)") }
 let nameOf = Dictionary(uniqueKeysWithValues: zip(urls, files.map(\.name)))
 
-print("Downloader demo: \(files.count) files, \(files.map(\.mebibytes).reduce(0, +)) MiB from \(server.baseURL), 4 at a time\n")
+print(
+    "Downloader demo: \(files.count) files, \(files.map(\.mebibytes).reduce(0, +)) MiB from \(server.baseURL), 4 at a time\n"
+)
 
 /// What the demo observes, shared between the event loop and the main flow.
 final class Observations: @unchecked Sendable {
@@ -81,7 +83,8 @@ func render(final: Bool = false) {
             let bar = String(repeating: "█", count: filled) + String(repeating: "·", count: 24 - filled)
             let speed = receipt.bytesPerSecond.map { String(format: "%6.1f MiB/s", $0 / 1_048_576) } ?? "            "
             let state = receipt.state.rawValue.padding(toLength: 11, withPad: " ", startingAt: 0)
-            lines.append("  \(name) \(state) \(bar) \(String(format: "%5.1f%%", receipt.fractionCompleted * 100)) \(speed)")
+            lines.append(
+                "  \(name) \(state) \(bar) \(String(format: "%5.1f%%", receipt.fractionCompleted * 100)) \(speed)")
         }
         if isTerminal {
             print(lines.joined(separator: "\n"))
@@ -124,7 +127,9 @@ while await (manager.receipt(for: interruptedURL)?.totalBytesWritten ?? 0) < Int
 await manager.suspend(interruptedURL)
 try await Task.sleep(for: .seconds(1))  // let the others run for a moment
 let keptBytes = await manager.receipt(for: interruptedURL)?.totalBytesWritten ?? 0
-observations.update { $0.log.append("suspended \(interrupted) at \(bytes(keptBytes)); its slot went to the next file in the queue") }
+observations.update {
+    $0.log.append("suspended \(interrupted) at \(bytes(keptBytes)); its slot went to the next file in the queue")
+}
 await manager.resume(interruptedURL)
 observations.update { $0.log.append("resumed \(interrupted)") }
 
@@ -151,9 +156,13 @@ let refusedIfRange = changedGETs.contains { $0.value(forHeader: "If-Range") != n
 
 print("")
 for line in observations.log { print("• \(line)") }
-if let resumedAt { print("• the server saw \"Range: bytes=\(resumedAt)-…\" for \(interrupted): nothing was downloaded twice") }
+if let resumedAt {
+    print("• the server saw \"Range: bytes=\(resumedAt)-…\" for \(interrupted): nothing was downloaded twice")
+}
 if refusedIfRange {
-    print("• \(changing) changed on the server mid-download: If-Range made the server send the new version whole, and the")
+    print(
+        "• \(changing) changed on the server mid-download: If-Range made the server send the new version whole, and the"
+    )
     print("  download restarted cleanly instead of splicing two versions")
 }
 
@@ -166,7 +175,9 @@ for (index, url) in urls.enumerated() {
         // golf.tar changes every two GET requests: it ends as whichever version the last response carried.
         let versions = file.name == changing ? Array(0...changedGETs.count) : [0]
         let expected = versions.map { TestContent(name: file.name, size: file.size, version: $0).md5.hexString }
-        let ok = expected.contains(receipt.md5 ?? "") && (try? MD5.hash(data: Data(contentsOf: receipt.fileURL)).hexString) == receipt.md5
+        let ok =
+            expected.contains(receipt.md5 ?? "")
+            && (try? MD5.hash(data: Data(contentsOf: receipt.fileURL)).hexString) == receipt.md5
         allGood = allGood && ok
         let (start, end) = observations.lock.withLock { (observations.started[url], observations.finished[url]) }
         let seconds = max(0.001, (end ?? Date()).timeIntervalSince(start ?? Date()))

@@ -32,7 +32,8 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     do {
         manager = try DownloadManager(configuration: configuration)
     } catch {
-        FileHandle.standardError.write(Data("dl: \(directory.path): \((error as? DownloadError)?.reason ?? "\(error)")\n".utf8))
+        FileHandle.standardError.write(
+            Data("dl: \(directory.path): \((error as? DownloadError)?.reason ?? "\(error)")\n".utf8))
         return 1
     }
     if let recovery = manager.receiptsRecoveryError, !arguments.quiet {
@@ -43,7 +44,8 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         var listing = ""
         for receipt in await manager.allReceipts {
             let total = receipt.totalBytesExpectedToWrite.map(String.init) ?? "?"
-            listing += "\(receipt.state.rawValue)\t\(receipt.totalBytesWritten)/\(total)\t\(receipt.filename)\t\(receipt.url.absoluteString)\n"
+            listing +=
+                "\(receipt.state.rawValue)\t\(receipt.totalBytesWritten)/\(total)\t\(receipt.filename)\t\(receipt.url.absoluteString)\n"
         }
         FileHandle.standardOutput.write(Data(listing.utf8))
         return 0
@@ -69,7 +71,8 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         for url in urls {
             group.addTask {
                 do {
-                    return Outcome(url: url, path: try await manager.download(url, options: options).fileURL.path, reason: nil)
+                    return Outcome(
+                        url: url, path: try await manager.download(url, options: options).fileURL.path, reason: nil)
                 } catch {
                     return Outcome(url: url, path: nil, reason: (error as? DownloadError)?.reason ?? "\(error)")
                 }

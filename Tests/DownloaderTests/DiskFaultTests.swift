@@ -20,8 +20,9 @@ final class DiskFaultTests: Sendable {
         return try DownloadManager(configuration: configuration)
     }
 
-    @Test("A full disk fails its download with a file-system error while the others complete verified",
-          .enabled(if: FileManager.default.fileExists(atPath: "/dev/full")))
+    @Test(
+        "A full disk fails its download with a file-system error while the others complete verified",
+        .enabled(if: FileManager.default.fileExists(atPath: "/dev/full")))
     func fullDisk() async throws {
         let manager = try makeManager()
         let full = server.url("/bytes/full?size=300000")
@@ -40,7 +41,9 @@ final class DiskFaultTests: Sendable {
         #expect(failed.state == .failed && failed.error?.reason.contains("writing") == true)
     }
 
-    @Test("A completed area that stops being writable mid-download fails clearly, keeps the bytes, and completes later without refetching")
+    @Test(
+        "A completed area that stops being writable mid-download fails clearly, keeps the bytes, and completes later without refetching"
+    )
     func completedAreaNotWritable() async throws {
         let manager = try makeManager()
         let url = server.url("/bytes/blocked?size=300000&stallAfter=100000&stall=1&stallCount=1")

@@ -6,7 +6,9 @@ import Testing
 
 @Suite("DownloadManager stress")
 struct DownloadManagerStressTests {
-    @Test("200 downloads with random suspend, resume, remove and duplicates from 16 tasks end verified, with no stray files")
+    @Test(
+        "200 downloads with random suspend, resume, remove and duplicates from 16 tasks end verified, with no stray files"
+    )
     func randomOperations() async throws {
         let workspace = try TestWorkspace()
         defer { withExtendedLifetime(workspace) {} }  // its deinit stops the server: keep it to the end
@@ -16,7 +18,9 @@ struct DownloadManagerStressTests {
             configuration: .forTests(directory: temporary.url, maximumActive: 8, window: 32_768))
 
         var sizes = SeededGenerator(seed: 1)
-        let contents = (0..<200).map { TestContent(name: "s\($0)", size: Int.random(in: 1_000...120_000, using: &sizes)) }
+        let contents = (0..<200).map {
+            TestContent(name: "s\($0)", size: Int.random(in: 1_000...120_000, using: &sizes))
+        }
         let urls = contents.map { server.url("/bytes/\($0.name)?size=\($0.size)&rate=2000000") }
 
         let deadline = ContinuousClock.now + .seconds(120)

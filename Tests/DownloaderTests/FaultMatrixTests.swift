@@ -46,13 +46,16 @@ struct FaultMatrixTests {
             Case(name: "drops3", size: size, options: "dropAt=70000&dropCount=3", outcome: .completes),
             Case(name: "norange", size: size, options: "norange=1&dropAt=50000", outcome: .completes),
             Case(name: "rangelie", size: size, options: "norange=lie&dropAt=50000", outcome: .completes),
-            Case(name: "changedattempts", size: size, options: "change=1&dropAt=50000", outcome: .completes(versions: 0...9)),
+            Case(
+                name: "changedattempts", size: size, options: "change=1&dropAt=50000",
+                outcome: .completes(versions: 0...9)),
             Case(name: "changedwindows", size: size, options: "change=2", outcome: .completes(versions: 0...9)),
             Case(name: "shortbody", size: size, options: "lengthExtra=500", outcome: .completes),
             Case(name: "e500", size: 1000, options: "status=500&statusCount=2", outcome: .completes),
             Case(name: "e503ra", size: 1000, options: "status=503&statusCount=2&retryAfter=0", outcome: .completes),
             Case(name: "e429ra", size: 1000, options: "status=429&statusCount=2&retryAfter=0", outcome: .completes),
-            Case(name: "e429date", size: 1000, options: "status=429&statusCount=1&retryAfterDate=0", outcome: .completes),
+            Case(
+                name: "e429date", size: 1000, options: "status=429&statusCount=1&retryAfterDate=0", outcome: .completes),
             Case(name: "e503always", size: 1000, options: "status=503", outcome: .fails(.httpStatus)),
             Case(name: "e404", size: 1000, options: "status=404", outcome: .fails(.httpStatus)),
             Case(name: "e410", size: 1000, options: "status=410", outcome: .fails(.httpStatus)),
@@ -62,11 +65,16 @@ struct FaultMatrixTests {
             Case(name: "gzip", size: size, options: "gzip=1", outcome: .completes),
             Case(name: "crshift", size: size, options: "contentRangeShift=7", outcome: .fails(.invalidResponse)),
             Case(name: "weaketag", size: size, options: "etag=weak&dropAt=90000", outcome: .completes),
-            Case(name: "novalidators", size: size, options: "etag=none&lastModified=none&dropAt=90000", outcome: .completes),
+            Case(
+                name: "novalidators", size: size, options: "etag=none&lastModified=none&dropAt=90000",
+                outcome: .completes),
             Case(name: "nohead", size: size, options: "nohead=1&dropAt=90000", outcome: .completes),
             Case(name: "empty", size: 0, options: "", outcome: .completes),
-            Case(name: "redirect10", size: 5000, options: "", outcome: .completes, path: "/redirect/9/bytes/redirect10"),
-            Case(name: "redirect11", size: 5000, options: "", outcome: .fails(.tooManyRedirects), path: "/redirect/10/bytes/redirect11"),
+            Case(
+                name: "redirect10", size: 5000, options: "", outcome: .completes, path: "/redirect/9/bytes/redirect10"),
+            Case(
+                name: "redirect11", size: 5000, options: "", outcome: .fails(.tooManyRedirects),
+                path: "/redirect/10/bytes/redirect11"),
             Case(name: "loop", size: 5000, options: "", outcome: .fails(.tooManyRedirects), path: "/loop/0"),
         ]
         return cases
@@ -102,14 +110,18 @@ struct FaultMatrixTests {
             switch (fault.outcome, result) {
             case (.completes(let versions), .success(let receipt)):
                 let digest = try md5OfFile(receipt.fileURL).hexString
-                let expected = versions.map { TestContent(name: fault.name, size: fault.size, version: $0).md5.hexString }
+                let expected = versions.map {
+                    TestContent(name: fault.name, size: fault.size, version: $0).md5.hexString
+                }
                 #expect(expected.contains(digest), "\(fault.name): the file is no version the server served")
                 #expect(receipt.md5 == digest, "\(fault.name): the receipt's MD5 is the file's")
                 if !expected.contains(digest) { corrupt += 1 }
             case (.fails(let kind), .failure(let error)):
                 let downloadError = error as? DownloadError
                 #expect(downloadError == kind, "\(fault.name): \(error)")
-                #expect(downloadError?.url != nil && downloadError?.reason.isEmpty == false, "\(fault.name): says which URL and why")
+                #expect(
+                    downloadError?.url != nil && downloadError?.reason.isEmpty == false,
+                    "\(fault.name): says which URL and why")
             default:
                 Issue.record("\(fault.name): expected it \(fault.outcome), got \(result)")
             }
@@ -118,7 +130,9 @@ struct FaultMatrixTests {
 
         // The completed area holds exactly the completed downloads, each a version the server served.
         let completedNames = Set(results.compactMap { try? $0.2.get().fileURL.lastPathComponent })
-        let files = temporary.files().filter { $0.hasPrefix("completed/") }.map { String($0.dropFirst("completed/".count)) }
+        let files = temporary.files().filter { $0.hasPrefix("completed/") }.map {
+            String($0.dropFirst("completed/".count))
+        }
         #expect(Set(files) == completedNames)
         #expect(corrupt == 0)
         await manager.shutdown()

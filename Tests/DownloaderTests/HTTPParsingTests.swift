@@ -14,10 +14,13 @@ struct ContentRangeTests {
         #expect(ContentRange("  bytes  5-5/6 ") == ContentRange(range: 5...5, completeLength: 6))
     }
 
-    @Test("Malformed or impossible values are rejected", arguments: [
-        "", "bytes", "bytes 0-99", "bytes 99-0/1000", "bytes 0-1000/1000", "bytes */*", "items 0-1/2", "bytes -1-5/10",
-        "bytes 0-99/1e3", "bytes 0-99999999999999999999/1", "bytes a-b/c",
-    ])
+    @Test(
+        "Malformed or impossible values are rejected",
+        arguments: [
+            "", "bytes", "bytes 0-99", "bytes 99-0/1000", "bytes 0-1000/1000", "bytes */*", "items 0-1/2",
+            "bytes -1-5/10",
+            "bytes 0-99/1e3", "bytes 0-99999999999999999999/1", "bytes a-b/c",
+        ])
     func malformed(value: String) {
         #expect(ContentRange(value) == nil)
     }
@@ -33,20 +36,24 @@ extension ContentRange {
 
 @Suite("Content-Disposition")
 struct ContentDispositionTests {
-    @Test("Names are extracted from quoted, token and RFC 8187 forms", arguments: [
-        ("attachment; filename=\"report.pdf\"", "report.pdf"),
-        ("attachment; filename=report.pdf", "report.pdf"),
-        ("attachment;filename=\"a;b.txt\"", "a;b.txt"),
-        ("attachment; filename=\"quote\\\"d.txt\"", "quote\"d.txt"),
-        ("attachment; filename=\"fallback.txt\"; filename*=UTF-8''%E2%82%AC%20rates.txt", "€ rates.txt"),
-        ("inline; filename*=utf-8'en'na%C3%AFve.txt", "naïve.txt"),
-        ("ATTACHMENT; FILENAME=\"upper.bin\"", "upper.bin"),
-    ])
+    @Test(
+        "Names are extracted from quoted, token and RFC 8187 forms",
+        arguments: [
+            ("attachment; filename=\"report.pdf\"", "report.pdf"),
+            ("attachment; filename=report.pdf", "report.pdf"),
+            ("attachment;filename=\"a;b.txt\"", "a;b.txt"),
+            ("attachment; filename=\"quote\\\"d.txt\"", "quote\"d.txt"),
+            ("attachment; filename=\"fallback.txt\"; filename*=UTF-8''%E2%82%AC%20rates.txt", "€ rates.txt"),
+            ("inline; filename*=utf-8'en'na%C3%AFve.txt", "naïve.txt"),
+            ("ATTACHMENT; FILENAME=\"upper.bin\"", "upper.bin"),
+        ])
     func extracts(header: String, expected: String) {
         #expect(ContentDisposition.filename(from: header) == expected)
     }
 
-    @Test("Headers without a usable name give nil", arguments: ["attachment", "inline; size=10", "attachment; filename=\"\"", ""])
+    @Test(
+        "Headers without a usable name give nil",
+        arguments: ["attachment", "inline; size=10", "attachment; filename=\"\"", ""])
     func none(header: String) {
         #expect(ContentDisposition.filename(from: header) == nil)
     }
@@ -58,7 +65,8 @@ struct DigestHeadersTests {
     func parse() {
         let empty = "d41d8cd98f00b204e9800998ecf8427e"
         #expect(DigestHeaders.md5(contentMD5: "1B2M2Y8AsgTpgAmY7PhCfg==", digest: nil)?.hexString == empty)
-        #expect(DigestHeaders.md5(contentMD5: nil, digest: "SHA-256=abc, MD5=1B2M2Y8AsgTpgAmY7PhCfg==")?.hexString == empty)
+        #expect(
+            DigestHeaders.md5(contentMD5: nil, digest: "SHA-256=abc, MD5=1B2M2Y8AsgTpgAmY7PhCfg==")?.hexString == empty)
         #expect(DigestHeaders.md5(contentMD5: "garbage", digest: "md5=1B2M2Y8AsgTpgAmY7PhCfg==")?.hexString == empty)
         #expect(DigestHeaders.md5(contentMD5: nil, digest: "sha=1B2M2Y8AsgTpgAmY7PhCfg==") == nil)
         #expect(DigestHeaders.md5(contentMD5: nil, digest: nil) == nil)
@@ -94,8 +102,10 @@ struct ValidatorsTests {
 
     @Test("A change is an ETag or date that differs; unknown validators never count as a change")
     func differs() {
-        #expect(Validators(etag: "\"a\"", lastModified: nil).differs(from: Validators(etag: "\"b\"", lastModified: nil)))
-        #expect(!Validators(etag: "\"a\"", lastModified: "x").differs(from: Validators(etag: "\"a\"", lastModified: "y")))
+        #expect(
+            Validators(etag: "\"a\"", lastModified: nil).differs(from: Validators(etag: "\"b\"", lastModified: nil)))
+        #expect(
+            !Validators(etag: "\"a\"", lastModified: "x").differs(from: Validators(etag: "\"a\"", lastModified: "y")))
         #expect(Validators(etag: nil, lastModified: "x").differs(from: Validators(etag: nil, lastModified: "y")))
         #expect(!Validators().differs(from: Validators(etag: "\"b\"", lastModified: nil)))
     }
@@ -103,13 +113,17 @@ struct ValidatorsTests {
 
 @Suite("File names")
 struct FilenameSanitizerTests {
-    @Test("Hostile names become one safe component", arguments: [
-        ("../../etc/passwd", "passwd"), ("/abs/path.txt", "path.txt"), ("..", nil), (".", nil), ("", nil),
-        ("a\u{0}b\u{1f}c\u{7f}d\u{85}.txt", "abcd.txt"), ("..\\..\\boot.ini", "boot.ini"), ("  .hidden  ", "hidden"),
-        ("evil\u{202e}txt.exe", "eviltxt.exe"), ("dir/", "dir"), ("normal name (1).tar.gz", "normal name (1).tar.gz"),
-        (". .", nil), (" . . .x", "x"),  // found by the fuzzer: trimming once left "."
+    @Test(
+        "Hostile names become one safe component",
+        arguments: [
+            ("../../etc/passwd", "passwd"), ("/abs/path.txt", "path.txt"), ("..", nil), (".", nil), ("", nil),
+            ("a\u{0}b\u{1f}c\u{7f}d\u{85}.txt", "abcd.txt"), ("..\\..\\boot.ini", "boot.ini"),
+            ("  .hidden  ", "hidden"),
+            ("evil\u{202e}txt.exe", "eviltxt.exe"), ("dir/", "dir"),
+            ("normal name (1).tar.gz", "normal name (1).tar.gz"),
+            (". .", nil), (" . . .x", "x"),  // found by the fuzzer: trimming once left "."
 
-    ] as [(String, String?)])
+        ] as [(String, String?)])
     func sanitize(name: String, expected: String?) {
         let result = FilenameSanitizer.sanitize(name)
         #expect(result == expected)
@@ -143,7 +157,9 @@ struct FilenameSanitizerTests {
 struct DownloadURLTests {
     @Test("Spaces and non-ASCII are percent-encoded; existing escapes are kept")
     func encodes() throws {
-        #expect(try URL.download("https://example.com/a file/ü.zip").absoluteString == "https://example.com/a%20file/%C3%BC.zip")
+        #expect(
+            try URL.download("https://example.com/a file/ü.zip").absoluteString
+                == "https://example.com/a%20file/%C3%BC.zip")
         #expect(try URL.download("http://h:8080/x%20y?q=a b#f").absoluteString == "http://h:8080/x%20y?q=a%20b#f")
         #expect(try URL.download("http://h/100%").absoluteString == "http://h/100%25")
         #expect(try URL.download("  http://h/ok  ").absoluteString == "http://h/ok")
@@ -166,7 +182,8 @@ struct ModelTests {
         let error = DownloadError.httpStatus(503, url: url, retryAfter: 2)
         #expect(error == .httpStatus)
         #expect(error != .checksumMismatch)
-        #expect(error.description == "DownloadError.httpStatus (http://h/f): the server answered 503 Service Unavailable")
+        #expect(
+            error.description == "DownloadError.httpStatus (http://h/f): the server answered 503 Service Unavailable")
         let decoded = try JSONDecoder().decode(DownloadError.self, from: JSONEncoder().encode(error))
         #expect(decoded == .httpStatus && decoded.statusCode == 503 && decoded.retryAfter == 2 && decoded.url == url)
         #expect(decoded.reason == error.reason && decoded.isTransient)

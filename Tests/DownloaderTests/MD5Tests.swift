@@ -5,10 +5,12 @@ import Testing
 
 /// A deliberately plain, table-driven MD5 written straight from RFC 1321, used as an independent oracle.
 private func referenceMD5(_ message: [UInt8]) -> String {
-    let s: [UInt32] = [7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
-                       5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
-                       4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
-                       6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21]
+    let s: [UInt32] = [
+        7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22,
+        5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9, 14, 20,
+        4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
+        6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
+    ]
     let k = (0..<64).map { UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4_294_967_296)) }
     var h: [UInt32] = [0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476]
     var padded = message + [0x80]
@@ -59,16 +61,20 @@ private func pseudoRandomBytes(count: Int, seed: UInt64) -> [UInt8] {
 
 @Suite("MD5")
 struct MD5Tests {
-    @Test("The RFC 1321 test suite hashes to the published digests", arguments: [
-        ("", "d41d8cd98f00b204e9800998ecf8427e"),
-        ("a", "0cc175b9c0f1b6a831c399e269772661"),
-        ("abc", "900150983cd24fb0d6963f7d28e17f72"),
-        ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
-        ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
-        ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "d174ab98d277d9f5a5611c2c9f419d9f"),
-        ("12345678901234567890123456789012345678901234567890123456789012345678901234567890",
-         "57edf4a22be3c955ac49da2e2107b67a"),
-    ])
+    @Test(
+        "The RFC 1321 test suite hashes to the published digests",
+        arguments: [
+            ("", "d41d8cd98f00b204e9800998ecf8427e"),
+            ("a", "0cc175b9c0f1b6a831c399e269772661"),
+            ("abc", "900150983cd24fb0d6963f7d28e17f72"),
+            ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
+            ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789", "d174ab98d277d9f5a5611c2c9f419d9f"),
+            (
+                "12345678901234567890123456789012345678901234567890123456789012345678901234567890",
+                "57edf4a22be3c955ac49da2e2107b67a"
+            ),
+        ])
     func rfc1321Suite(input: String, expected: String) {
         #expect(MD5.hash(data: Array(input.utf8)).hexString == expected)
         #expect(MD5.hash(data: Data(input.utf8)).description == expected)
@@ -118,7 +124,8 @@ struct MD5Tests {
         var first = MD5()
         first.update(data: message.prefix(100))
         let json = String(decoding: try JSONEncoder().encode(first), as: UTF8.self)
-        let golden = #"{"byteCount":100,"pending":"IGp1bXBzIG92ZXIgdGhlIGxhenkgZG9nLiBUaGUgcXVpY2sg","words":[1815447213,2148281141,1388330779,616816139]}"#
+        let golden =
+            #"{"byteCount":100,"pending":"IGp1bXBzIG92ZXIgdGhlIGxhenkgZG9nLiBUaGUgcXVpY2sg","words":[1815447213,2148281141,1388330779,616816139]}"#
         let decoded = try JSONDecoder().decode(MD5.self, from: Data(golden.utf8))
         #expect(decoded == first, "encoded today: \(json)")
         var restored = decoded
@@ -146,8 +153,9 @@ struct MD5Tests {
         #expect(MD5.hash(data: dispatchData) == MD5.hash(data: bytes))
     }
 
-    @Test("A large random buffer agrees with /usr/bin/md5sum",
-          .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/md5sum")))
+    @Test(
+        "A large random buffer agrees with /usr/bin/md5sum",
+        .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/md5sum")))
     func largeBufferAgreesWithMD5Sum() throws {
         let bytes = pseudoRandomBytes(count: 8 << 20 | 37, seed: 2024)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("md5-\(UUID().uuidString)")
@@ -187,8 +195,12 @@ struct MD5DigestTests {
         #expect(digest == MD5.hash(data: [UInt8]()))
     }
 
-    @Test("Malformed hex strings are rejected", arguments: ["", "d41d", "g41d8cd98f00b204e9800998ecf8427e",
-                                                          "d41d8cd98f00b204e9800998ecf8427e00"])
+    @Test(
+        "Malformed hex strings are rejected",
+        arguments: [
+            "", "d41d", "g41d8cd98f00b204e9800998ecf8427e",
+            "d41d8cd98f00b204e9800998ecf8427e00",
+        ])
     func malformedHexIsRejected(text: String) {
         #expect(MD5Digest(hexString: text) == nil)
     }

@@ -16,7 +16,8 @@ struct ParserFuzzTests {
 
     /// Well-formed and nearly well-formed examples that mutations start from.
     static let corpus = [
-        "bytes 0-99/1000", "bytes */5000", "bytes 100-199/*", "bytes 0-0/1", "bytes 99999999999-99999999999/100000000000",
+        "bytes 0-99/1000", "bytes */5000", "bytes 100-199/*", "bytes 0-0/1",
+        "bytes 99999999999-99999999999/100000000000",
         "attachment; filename=\"report.pdf\"", "attachment; filename*=UTF-8''%E2%82%AC%20rates.txt",
         "inline; filename=\"a;b\\\"c.txt\"; filename*=utf-8'en'x%2Fy", "attachment; filename=../../etc/passwd",
         "120", "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
@@ -40,14 +41,16 @@ struct ParserFuzzTests {
             case 0: characters.insert(alphabet.randomElement(using: &random)!, at: position)
             case 1: if !characters.isEmpty { characters.remove(at: position) }
             case 2: if !characters.isEmpty { characters[position] = alphabet.randomElement(using: &random)! }
-            case 3: characters.insert(contentsOf: characters.prefix(Int.random(in: 0...8, using: &random)), at: position)
+            case 3:
+                characters.insert(contentsOf: characters.prefix(Int.random(in: 0...8, using: &random)), at: position)
             default: characters.insert(contentsOf: String(Int.random(in: 0...Int.max, using: &random)), at: position)
             }
         }
         return String(characters)
     }
 
-    @Test("Random and mutated inputs never crash a parser; sanitised names stay one safe component inside the directory")
+    @Test(
+        "Random and mutated inputs never crash a parser; sanitised names stay one safe component inside the directory")
     func fuzz() async throws {
         var random = SeededGenerator(seed: Self.seed)
         let directory = URL(fileURLWithPath: "/tmp/fuzz-root", isDirectory: true)
@@ -63,7 +66,9 @@ struct ParserFuzzTests {
                 accepted.ranges += 1
                 if let range = parsed.range {
                     #expect(range.lowerBound >= 0 && range.lowerBound <= range.upperBound, "\(input.debugDescription)")
-                    if let complete = parsed.completeLength { #expect(range.upperBound < complete, "\(input.debugDescription)") }
+                    if let complete = parsed.completeLength {
+                        #expect(range.upperBound < complete, "\(input.debugDescription)")
+                    }
                 } else {
                     #expect(parsed.completeLength != nil, "\(input.debugDescription)")
                 }
@@ -82,7 +87,8 @@ struct ParserFuzzTests {
                     !name.isEmpty && !name.contains("/") && !name.contains("\\") && name != ".." && !name.hasPrefix(".")
                     && name.utf8.count <= FilenameSanitizer.maximumLength
                     && !name.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7f }
-                let inside = directory.appendingPathComponent(name).standardizedFileURL.deletingLastPathComponent()
+                let inside =
+                    directory.appendingPathComponent(name).standardizedFileURL.deletingLastPathComponent()
                     == directory.standardizedFileURL
                 #expect(safe && inside, "unsafe name \(name.debugDescription) from \(candidate.debugDescription)")
                 if !(safe && inside) { return }

@@ -75,7 +75,9 @@ extension TransferTests {
     @Test("A download that fails before any byte arrives leaves no partial file or state behind")
     func failureBeforeAnyByteLeavesNothing() async throws {
         let url = server.url("/bytes/missing?size=1000&status=404")
-        await #expect(throws: DownloadError.httpStatus) { try await self.transfer("/bytes/missing?size=1000&status=404").run() }
+        await #expect(throws: DownloadError.httpStatus) {
+            try await self.transfer("/bytes/missing?size=1000&status=404").run()
+        }
         #expect(fileSize(directory.partialFile(for: url)) == nil)
         #expect(fileSize(directory.stateFile(for: url)) == nil)
     }
@@ -87,11 +89,15 @@ extension TransferTests {
         #expect(result.md5 == TestContent(name: "win", size: size).md5)
         let ranges = gets("win").map(\.range)
         #expect(ranges == (0..<6).map { i in "bytes=\(i * 65_536)-\(min(size, (i + 1) * 65_536) - 1)" })
-        #expect(gets("win").dropFirst().allSatisfy { $0.value(forHeader: "If-Range") == TestContent(name: "win", size: size).etag })
+        #expect(
+            gets("win").dropFirst().allSatisfy {
+                $0.value(forHeader: "If-Range") == TestContent(name: "win", size: size).etag
+            })
     }
 
-    @Test("After a drop at offset N the next run resumes with Range: bytes=N-, across window edges",
-          arguments: [0, 1, 16_383, 16_384, 16_385, 65_535, 65_536, 65_537, 199_999])
+    @Test(
+        "After a drop at offset N the next run resumes with Range: bytes=N-, across window edges",
+        arguments: [0, 1, 16_383, 16_384, 16_385, 65_535, 65_536, 65_537, 199_999])
     func resumeAfterDrop(dropAt: Int) async throws {
         let size = 200_000
         let path = "/bytes/drop\(dropAt)?size=\(size)&dropAt=\(dropAt)"
@@ -112,7 +118,8 @@ extension TransferTests {
         #expect(result.resumedBytes == Int64(dropAt))
         // The request after the failed one starts exactly at the partial length.
         let starts = gets("drop\(dropAt)").map(\.rangeStart)
-        let failed = try #require(starts.firstIndex { start in start.map { $0 <= dropAt && dropAt < $0 + 65_536 } ?? false })
+        let failed = try #require(
+            starts.firstIndex { start in start.map { $0 <= dropAt && dropAt < $0 + 65_536 } ?? false })
         #expect(starts.count > failed + 1 && starts[failed + 1] == dropAt, "GET range starts: \(starts)")
         #expect(server.statistics.bodyBytesSent == Int64(size))  // not one byte fetched twice
     }
@@ -220,12 +227,16 @@ extension TransferTests {
     func expectedMD5Wins() async throws {
         let content = TestContent(name: "exp", size: 30_000)
         let wrong = DownloadOptions(expectedMD5: String(repeating: "0", count: 32))
-        await #expect(throws: DownloadError.checksumMismatch) { try await self.transfer("/bytes/exp?size=30000", options: wrong).run() }
+        await #expect(throws: DownloadError.checksumMismatch) {
+            try await self.transfer("/bytes/exp?size=30000", options: wrong).run()
+        }
         let right = DownloadOptions(expectedMD5: content.md5.hexString.uppercased())
         let result = try await transfer("/bytes/exp?size=30000&md5=bad", options: right).run()
         #expect(result.md5 == content.md5)
         let malformed = DownloadOptions(expectedMD5: "xyz")
-        await #expect(throws: DownloadError.invalidURL) { try await self.transfer("/bytes/exp?size=30000", options: malformed).run() }
+        await #expect(throws: DownloadError.invalidURL) {
+            try await self.transfer("/bytes/exp?size=30000", options: malformed).run()
+        }
     }
 
     @Test("A correct Content-MD5 and Digest verify the download")
@@ -234,16 +245,20 @@ extension TransferTests {
         #expect(result.md5 == TestContent(name: "ok", size: 70_000).md5)
     }
 
-    @Test("Hostile suggested names stay inside the completed area", arguments: [
-        ("../../x", "x"), ("/etc/passwd", "passwd"), ("a\u{1}b\u{7f}.txt", "ab.txt"), ("..", "bytes-hostile"),
-        ("..\\..\\win.ini", "win.ini"), (".hidden", "hidden"),
-    ])
+    @Test(
+        "Hostile suggested names stay inside the completed area",
+        arguments: [
+            ("../../x", "x"), ("/etc/passwd", "passwd"), ("a\u{1}b\u{7f}.txt", "ab.txt"), ("..", "bytes-hostile"),
+            ("..\\..\\win.ini", "win.ini"), (".hidden", "hidden"),
+        ])
     func hostileNames(name: String, expected: String) async throws {
         let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         let path = "/bytes/bytes-hostile?size=100&filename=\(encoded)"
         let result = try await transfer(path, options: DownloadOptions(naming: .suggested)).run()
         #expect(result.fileURL.lastPathComponent == expected)
-        #expect(result.fileURL.deletingLastPathComponent().standardizedFileURL == directory.completedArea.standardizedFileURL)
+        #expect(
+            result.fileURL.deletingLastPathComponent().standardizedFileURL
+                == directory.completedArea.standardizedFileURL)
     }
 
     @Test("A suggested name never overwrites an unrelated file")
@@ -251,13 +266,16 @@ extension TransferTests {
         try directory.createAreas()
         let existing = directory.completedArea.appendingPathComponent("report.pdf")
         try Data("mine".utf8).write(to: existing)
-        let result = try await transfer("/bytes/r1?size=100&filename=report.pdf", options: DownloadOptions(naming: .suggested)).run()
+        let result = try await transfer(
+            "/bytes/r1?size=100&filename=report.pdf", options: DownloadOptions(naming: .suggested)
+        ).run()
         #expect(result.fileURL.lastPathComponent == "report (1).pdf")
         #expect(try Data(contentsOf: existing) == Data("mine".utf8))
     }
 
-    @Test("Disk write errors surface as DownloadError.fileSystem, never a trap",
-          .enabled(if: FileManager.default.fileExists(atPath: "/dev/full")))
+    @Test(
+        "Disk write errors surface as DownloadError.fileSystem, never a trap",
+        .enabled(if: FileManager.default.fileExists(atPath: "/dev/full")))
     func diskFull() async throws {
         let path = "/bytes/full?size=100000"
         try directory.createAreas()
@@ -270,7 +288,10 @@ extension TransferTests {
         }
         #expect(error == .fileSystem)
         #expect(error.url == server.url(path))
-        #expect(!FileManager.default.fileExists(atPath: directory.completedArea.appendingPathComponent(DownloadDirectory.key(for: server.url(path))).path))
+        #expect(
+            !FileManager.default.fileExists(
+                atPath: directory.completedArea.appendingPathComponent(DownloadDirectory.key(for: server.url(path)))
+                    .path))
     }
 
     @Test("Redirects are followed up to 10; 11 and loops fail clearly")
@@ -278,7 +299,9 @@ extension TransferTests {
         let content = TestContent(name: "rd", size: 1000)
         let result = try await transfer("/redirect/9/bytes/rd?size=1000").run()
         #expect(result.md5 == content.md5)
-        await #expect(throws: DownloadError.tooManyRedirects) { try await self.transfer("/redirect/11/bytes/rd?size=1000").run() }
+        await #expect(throws: DownloadError.tooManyRedirects) {
+            try await self.transfer("/redirect/11/bytes/rd?size=1000").run()
+        }
         await #expect(throws: DownloadError.tooManyRedirects) { try await self.transfer("/loop/0").run() }
     }
 

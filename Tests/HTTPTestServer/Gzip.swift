@@ -17,7 +17,9 @@ enum Gzip {
         let crc = crc32(bytes)
         let size = UInt32(truncatingIfNeeded: bytes.count)
         for value in [crc, size] {
-            for shift in stride(from: 0, to: 32, by: 8) { out.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+            for shift in stride(from: 0, to: 32, by: 8) {
+                out.append(UInt8(truncatingIfNeeded: value >> UInt32(shift)))
+            }
         }
         return out
     }

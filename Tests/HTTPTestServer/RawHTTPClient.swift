@@ -97,7 +97,8 @@ public final class RawHTTPClient {
         let end = buffer.firstRange(of: terminator)!
         let lines = String(decoding: buffer[..<end.lowerBound], as: UTF8.self).components(separatedBy: "\r\n")
         buffer.removeSubrange(..<end.upperBound)
-        let status = lines.first.flatMap { line in line.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
+        let status =
+            lines.first.flatMap { line in line.split(separator: " ").dropFirst().first.flatMap { Int($0) } } ?? 0
         var reply = Reply(status: status, rawHeaderLines: Array(lines.dropFirst()), body: [], truncated: false)
         guard hasBody else { return reply }
         if let length = reply.value(forHeader: "Content-Length").flatMap({ Int($0) }) {

@@ -49,13 +49,17 @@ final class HTTPTestServerTests {
         #expect(get.status == 200 && get.body == TestContent(name: "h", size: 10).bytes(in: 0..<10))
     }
 
-    @Test("Byte ranges a-, a-b and -n get 206 with Content-Range and exactly those bytes",
-          arguments: [("bytes=1000-", 1000..<5000), ("bytes=10-19", 10..<20), ("bytes=-300", 4700..<5000),
-                      ("bytes=4990-9999", 4990..<5000)])
+    @Test(
+        "Byte ranges a-, a-b and -n get 206 with Content-Range and exactly those bytes",
+        arguments: [
+            ("bytes=1000-", 1000..<5000), ("bytes=10-19", 10..<20), ("bytes=-300", 4700..<5000),
+            ("bytes=4990-9999", 4990..<5000),
+        ])
     func rangesAreHonoured(header: String, expected: Range<Int>) async throws {
         let (response, body) = try await fetch(server.url("/bytes/r?size=5000"), headers: ["Range": header])
         #expect(response.statusCode == 206)
-        #expect(response.value(forHTTPHeaderField: "Content-Range")
+        #expect(
+            response.value(forHTTPHeaderField: "Content-Range")
                 == "bytes \(expected.lowerBound)-\(expected.upperBound - 1)/5000")
         #expect(Array(body) == TestContent(name: "r", size: 5000).bytes(in: expected))
     }
@@ -162,10 +166,12 @@ final class HTTPTestServerTests {
 
     @Test("norange ignores Range and answers 200 with the whole body; norange=lie still claims Accept-Ranges")
     func rangeIgnored() async throws {
-        let (response, body) = try await fetch(server.url("/bytes/n?size=4000&norange=1"), headers: ["Range": "bytes=100-"])
+        let (response, body) = try await fetch(
+            server.url("/bytes/n?size=4000&norange=1"), headers: ["Range": "bytes=100-"])
         #expect(response.statusCode == 200 && body.count == 4000)
         #expect(response.value(forHTTPHeaderField: "Accept-Ranges") == nil)
-        let (liar, lieBody) = try await fetch(server.url("/bytes/n?size=4000&norange=lie"), headers: ["Range": "bytes=100-"])
+        let (liar, lieBody) = try await fetch(
+            server.url("/bytes/n?size=4000&norange=lie"), headers: ["Range": "bytes=100-"])
         #expect(liar.statusCode == 200 && lieBody.count == 4000)
         #expect(liar.value(forHTTPHeaderField: "Accept-Ranges") == "bytes")
     }
@@ -215,8 +221,11 @@ final class HTTPTestServerTests {
     func redirectChain() async throws {
         let (response, body) = try await fetch(server.url("/redirect/3/bytes/rc?size=500"))
         #expect(response.statusCode == 200 && body == TestContent(name: "rc", size: 500).data)
-        #expect(server.requests.map(\.path) == ["/redirect/3/bytes/rc", "/redirect/2/bytes/rc", "/redirect/1/bytes/rc",
-                                                 "/redirect/0/bytes/rc", "/bytes/rc"])
+        #expect(
+            server.requests.map(\.path) == [
+                "/redirect/3/bytes/rc", "/redirect/2/bytes/rc", "/redirect/1/bytes/rc",
+                "/redirect/0/bytes/rc", "/bytes/rc",
+            ])
     }
 
     @Test("A redirect loop points back and forth forever, and a cross-host redirect names localhost")
@@ -244,10 +253,12 @@ final class HTTPTestServerTests {
 
     @Test("gzip=1 compresses only for a client that asks; URLSession decodes it back")
     func gzipWhenAsked() async throws {
-        let raw = try RawHTTPClient(port: server.port).send("GET", "/bytes/g?size=100000&gzip=1", headers: ["Accept-Encoding": "gzip"])
+        let raw = try RawHTTPClient(port: server.port).send(
+            "GET", "/bytes/g?size=100000&gzip=1", headers: ["Accept-Encoding": "gzip"])
         #expect(raw.value(forHeader: "Content-Encoding") == "gzip")
         #expect(raw.body.prefix(2) == [0x1f, 0x8b])
-        let identity = try RawHTTPClient(port: server.port).send("GET", "/bytes/g?size=100000&gzip=1", headers: ["Accept-Encoding": "identity"])
+        let identity = try RawHTTPClient(port: server.port).send(
+            "GET", "/bytes/g?size=100000&gzip=1", headers: ["Accept-Encoding": "identity"])
         #expect(identity.value(forHeader: "Content-Encoding") == nil && identity.body.count == 100_000)
         // libcurl asks for gzip by itself and decodes the answer.
         let (response, body) = try await fetch(server.url("/bytes/g?size=100000&gzip=1"))

@@ -32,16 +32,22 @@ final class DLReliabilityTests: Sendable {
         let second = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
         #expect(second.status == 0, "\(second.stderr)")
         let file = try #require(second.lines.first)
-        #expect(MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: file))) == TestContent(name: "cbr", size: 200_000).md5)
+        #expect(
+            MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: file)))
+                == TestContent(name: "cbr", size: 200_000).md5)
     }
 
-    @Test("Response headers without a space after the colon (corelibs #5527) end verified or as a clear error, never a wrong file")
+    @Test(
+        "Response headers without a space after the colon (corelibs #5527) end verified or as a clear error, never a wrong file"
+    )
     func headersWithoutSpace() async throws {
         let url = server.url("/bytes/nospace?size=100000&nospace=1")
         let outcome = try await DLProcess.run(["--dir", dir.path, "--retries", "1", url.absoluteString], in: work)
         if outcome.status == 0 {
             let file = try #require(outcome.lines.first)
-            #expect(MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: file))) == TestContent(name: "nospace", size: 100_000).md5)
+            #expect(
+                MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: file)))
+                    == TestContent(name: "nospace", size: 100_000).md5)
         } else {
             #expect(outcome.status == 1, "status \(outcome.status): \(outcome.stderr)")
             #expect(outcome.stderr.contains("dl: \(url.absoluteString): "))
@@ -49,7 +55,9 @@ final class DLReliabilityTests: Sendable {
         }
     }
 
-    @Test("Killed by SIGKILL mid-transfer again and again, dl still ends with every file verified and little fetched twice")
+    @Test(
+        "Killed by SIGKILL mid-transfer again and again, dl still ends with every file verified and little fetched twice"
+    )
     func crashLoop() async throws {
         let kills = 4
         let size = 600_000
@@ -65,7 +73,8 @@ final class DLReliabilityTests: Sendable {
         for kill in 0..<kills {
             let before = server.statistics.bodyBytesSent
             let process = try DLProcess(["--dir", dir.path, "--quiet", "--max-active", "10"] + urls, in: work)
-            #expect(await server.waitUntil(timeout: .seconds(30)) { $0.bodyBytesSent >= before + perRun }, "kill \(kill)")
+            #expect(
+                await server.waitUntil(timeout: .seconds(30)) { $0.bodyBytesSent >= before + perRun }, "kill \(kill)")
             process.send(SIGKILL)
             let outcome = await process.wait()
             #expect(outcome.status == 128 + SIGKILL)
@@ -82,7 +91,8 @@ final class DLReliabilityTests: Sendable {
         // A kill loses at most what sat unread in socket buffers; everything written was resumed by Range.
         let total = Int64(names.count * size)
         #expect(server.statistics.bodyBytesSent <= total + Int64(kills * 10 * 256 * 1024))
-        let leftovers = (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("downloading").path)) ?? []
+        let leftovers =
+            (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("downloading").path)) ?? []
         #expect(leftovers.isEmpty, "no partial files left: \(leftovers)")
     }
 }

@@ -31,8 +31,13 @@ final class DLTests: Sendable {
         let b = server.url("/bytes/b?size=1000&filename=named.txt")
         let outcome = try await DLProcess.run(["--dir", dir.path, a.absoluteString, b.absoluteString], in: work)
         #expect(outcome.status == 0, "\(outcome.stderr)")
-        #expect(Set(outcome.lines) == [dir.appendingPathComponent("report.pdf").path, dir.appendingPathComponent("named.txt").path])
-        #expect(try md5(dir.appendingPathComponent("report.pdf").path) == TestContent(name: "report.pdf", size: 300_000).md5.hexString)
+        #expect(
+            Set(outcome.lines) == [
+                dir.appendingPathComponent("report.pdf").path, dir.appendingPathComponent("named.txt").path,
+            ])
+        #expect(
+            try md5(dir.appendingPathComponent("report.pdf").path)
+                == TestContent(name: "report.pdf", size: 300_000).md5.hexString)
         #expect(outcome.lines.allSatisfy { $0.hasPrefix("/") })
         // Not a terminal: plain progress lines, no escape sequences.
         #expect(!outcome.stderr.contains("\u{1B}["))
@@ -52,7 +57,8 @@ final class DLTests: Sendable {
     func failures() async throws {
         let good = server.url("/bytes/good?size=1000")
         let missing = server.url("/status/404")
-        let outcome = try await DLProcess.run(["--dir", dir.path, "--retries", "0", good.absoluteString, missing.absoluteString], in: work)
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "--retries", "0", good.absoluteString, missing.absoluteString], in: work)
         #expect(outcome.status == 1)
         #expect(outcome.lines == [dir.appendingPathComponent("good").path])
         #expect(outcome.stderr.contains("dl: \(missing.absoluteString): the server answered 404 Not Found"))
@@ -67,13 +73,15 @@ final class DLTests: Sendable {
         #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("m").path))
     }
 
-    @Test("Usage errors exit 2 with a message", arguments: [
-        ["--bogus", "http://127.0.0.1:1/x"], ["not a url"], ["ftp://example.com/file"], [],
-        ["--md5", String(repeating: "a", count: 32), "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"],
-        ["--max-active", "0", "http://127.0.0.1:1/x"], ["--md5", "xyz", "http://127.0.0.1:1/x"], ["--dir"],
-        ["--header", "novalue", "http://127.0.0.1:1/x"], ["--naming", "weird", "http://127.0.0.1:1/x"],
-        ["--no-md5", "--md5", String(repeating: "a", count: 32), "http://127.0.0.1:1/x"],
-    ])
+    @Test(
+        "Usage errors exit 2 with a message",
+        arguments: [
+            ["--bogus", "http://127.0.0.1:1/x"], ["not a url"], ["ftp://example.com/file"], [],
+            ["--md5", String(repeating: "a", count: 32), "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"],
+            ["--max-active", "0", "http://127.0.0.1:1/x"], ["--md5", "xyz", "http://127.0.0.1:1/x"], ["--dir"],
+            ["--header", "novalue", "http://127.0.0.1:1/x"], ["--naming", "weird", "http://127.0.0.1:1/x"],
+            ["--no-md5", "--md5", String(repeating: "a", count: 32), "http://127.0.0.1:1/x"],
+        ])
     func usageErrors(arguments: [String]) async throws {
         let outcome = try await DLProcess.run(arguments, in: work)
         #expect(outcome.status == 2)
@@ -85,7 +93,8 @@ final class DLTests: Sendable {
     @Test("Headers given with --header reach the server")
     func headers() async throws {
         let url = server.url("/bytes/h?size=10")
-        let outcome = try await DLProcess.run(["--dir", dir.path, "--header", "X-Token: abc 123", url.absoluteString], in: work)
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "--header", "X-Token: abc 123", url.absoluteString], in: work)
         #expect(outcome.status == 0)
         #expect(server.requests.allSatisfy { $0.value(forHeader: "X-Token") == "abc 123" })
     }
@@ -96,7 +105,9 @@ final class DLTests: Sendable {
         try Data("mine".utf8).write(to: dir.appendingPathComponent("passwd"))
         let names = ["../../escape.txt", "/etc/passwd", "..", "a\u{7}b.txt"]
         let urls = names.enumerated().map { index, name in
-            server.url("/bytes/h\(index)?size=100&filename=\(name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)")
+            server.url(
+                "/bytes/h\(index)?size=100&filename=\(name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)"
+            )
         }
         let outcome = try await DLProcess.run(["--dir", dir.path] + urls.map(\.absoluteString), in: work)
         #expect(outcome.status == 0, "\(outcome.stderr)")
@@ -118,21 +129,28 @@ final class DLTests: Sendable {
         #expect(killed.stdout.isEmpty)
 
         // What the killed process left on disk is exactly where the rerun must continue.
-        let partials = (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("downloading").path)) ?? []
-        let kept = partials.filter { $0.hasSuffix(".part") }.compactMap { name in
-            (try? FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent("downloading/\(name)").path))?[.size] as? Int
-        }.first ?? 0
+        let partials =
+            (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("downloading").path)) ?? []
+        let kept =
+            partials.filter { $0.hasSuffix(".part") }.compactMap { name in
+                (try? FileManager.default.attributesOfItem(
+                    atPath: dir.appendingPathComponent("downloading/\(name)").path))?[.size] as? Int
+            }.first ?? 0
         #expect(kept <= 800_000)
         let second = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
         #expect(second.status == 0, "\(second.stderr)")
         #expect(second.lines == [dir.appendingPathComponent("big").path])
-        #expect(try md5(dir.appendingPathComponent("big").path) == TestContent(name: "big", size: 3_000_000).md5.hexString)
+        #expect(
+            try md5(dir.appendingPathComponent("big").path) == TestContent(name: "big", size: 3_000_000).md5.hexString)
         let gets = server.requests.filter { $0.method == "GET" }
         #expect(gets.last?.rangeStart == kept, "the rerun asked for bytes=\(kept)-")
-        #expect(server.statistics.bodyBytesSent == 800_000 + 3_000_000 - Int64(kept), "nothing on disk was fetched twice")
+        #expect(
+            server.statistics.bodyBytesSent == 800_000 + 3_000_000 - Int64(kept), "nothing on disk was fetched twice")
     }
 
-    @Test("SIGINT and SIGTERM suspend cleanly, exit 130 and 143, and the state resumes", arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
+    @Test(
+        "SIGINT and SIGTERM suspend cleanly, exit 130 and 143, and the state resumes",
+        arguments: [(SIGINT, Int32(130)), (SIGTERM, Int32(143))])
     func signals(signal: Int32, status: Int32) async throws {
         let url = server.url("/bytes/sig\(signal)?size=2000000&stallAfter=300000&stall=60&stallCount=1")
         let process = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)

@@ -31,7 +31,8 @@ guard arguments.count == 3, let url = URL(string: arguments[1]) else {
     exit(2)
 }
 guard FileManager.default.createFile(atPath: arguments[2], contents: nil),
-    let handle = FileHandle(forWritingAtPath: arguments[2]) else { exit(1) }
+    let handle = FileHandle(forWritingAtPath: arguments[2])
+else { exit(1) }
 let writer = Writer(handle: handle)
 let queue = OperationQueue()
 queue.maxConcurrentOperationCount = 1

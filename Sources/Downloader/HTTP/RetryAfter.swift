@@ -18,7 +18,9 @@ enum RetryAfter {
 
 /// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, with the obsolete RFC 850 and asctime forms accepted.
 enum HTTPDate {
-    private static let formats = ["EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy"]
+    private static let formats = [
+        "EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy",
+    ]
 
     static func parse(_ text: String) -> Date? {
         guard text.count < 64 else { return nil }

@@ -14,7 +14,8 @@ extension DownloadManager {
         let environment = ProcessInfo.processInfo.environment
         #if os(Linux)
             if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
-                return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent("Downloader", isDirectory: true)
+                return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent(
+                    "Downloader", isDirectory: true)
             }
         #endif
         let caches =

@@ -35,7 +35,8 @@ enum AtomicFile {
     /// Deletes temporary files that a crash left in `directory` (ours, and Foundation's `.dat.nosync…`).
     static func removeOrphans(in directory: URL) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.path) else { return }
-        for name in names where name.hasPrefix(".") && (name.contains(temporaryMarker) || name.hasPrefix(".dat.nosync")) {
+        for name in names where name.hasPrefix(".") && (name.contains(temporaryMarker) || name.hasPrefix(".dat.nosync"))
+        {
             try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
         }
     }

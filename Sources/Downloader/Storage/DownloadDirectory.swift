@@ -48,7 +48,8 @@ struct DownloadDirectory: Sendable {
     static func defaultFilename(for url: URL) -> String {
         let ext = url.pathExtension
         let safeExtension =
-            !ext.isEmpty && ext.utf8.count <= 16 && ext.unicodeScalars.allSatisfy { $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) }
+            !ext.isEmpty && ext.utf8.count <= 16
+            && ext.unicodeScalars.allSatisfy { $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) }
         return key(for: url) + (safeExtension ? "." + ext : "")
     }
 

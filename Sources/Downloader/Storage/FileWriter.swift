@@ -25,7 +25,8 @@ final class FileWriter {
         if stream.streamStatus == .error {
             let underlying = stream.streamError
             throw .fileSystem(
-                downloadURL, reason: "cannot open \(fileURL.path): \(underlying?.localizedDescription ?? "unknown error")",
+                downloadURL,
+                reason: "cannot open \(fileURL.path): \(underlying?.localizedDescription ?? "unknown error")",
                 underlying: underlying.map { SavedError(description: "\($0)") })
         }
         self.stream = stream

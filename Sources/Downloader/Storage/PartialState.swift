@@ -43,7 +43,8 @@ struct PartialState: Codable, Sendable, Equatable {
             encoder.outputFormatting = [.sortedKeys]
             try AtomicFile.write(encoder.encode(self), to: file)
         } catch {
-            throw .fileSystem(url, reason: "cannot save the transfer state \(file.lastPathComponent): \(error.localizedDescription)")
+            throw .fileSystem(
+                url, reason: "cannot save the transfer state \(file.lastPathComponent): \(error.localizedDescription)")
         }
     }
 }

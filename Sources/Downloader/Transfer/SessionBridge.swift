@@ -214,7 +214,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         let id = task.taskIdentifier
         redirectSettled(id)
-        let finished = state.withLock { state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?)? in
+        let finished = state.withLock {
+            state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?)? in
             guard let entry = state.entries.removeValue(forKey: id) else { return nil }
             return (entry.sink, entry.continuation, entry.closed ? entry.pendingEnd : nil)
         }
@@ -248,7 +249,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             entry.redirectInFlight = true
             defer { state.entries[id] = entry }
             if entry.visited.contains(target.absoluteString) {
-                return .refuse(.failed(.tooManyRedirects(entry.originalURL, reason: "redirect loop at \(target.absoluteString)")))
+                return .refuse(
+                    .failed(.tooManyRedirects(entry.originalURL, reason: "redirect loop at \(target.absoluteString)")))
             }
             entry.visited.insert(target.absoluteString)
             if entry.visited.count - 1 > maximum {
@@ -288,7 +290,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             var abandoned: [Entry] = []
             for (id, entry) in state.entries {
                 if !entry.closed {
-                    if now > entry.lastActivity && now - entry.lastActivity > limit { stalled.append((id, entry.originalURL)) }
+                    if now > entry.lastActivity && now - entry.lastActivity > limit {
+                        stalled.append((id, entry.originalURL))
+                    }
                 } else if now > entry.closedAt && now - entry.closedAt > grace {
                     abandoned.append(entry)
                     state.entries[id] = nil

@@ -62,11 +62,13 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 return .failed(.invalidResponse(url, reason: "206 without a usable Content-Range"))
             }
             guard range.lowerBound == start, end.map({ range.upperBound <= $0 }) ?? true else {
-                return .failed(.invalidResponse(url, reason: "asked for bytes from \(start), got Content-Range \(header)"))
+                return .failed(
+                    .invalidResponse(url, reason: "asked for bytes from \(start), got Content-Range \(header)"))
             }
             guard !encoded else {
                 let encoding = http.value(forHTTPHeaderField: "Content-Encoding") ?? ""
-                return .failed(.invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding) cannot be spliced"))
+                return .failed(
+                    .invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding) cannot be spliced"))
             }
             if start > 0 {
                 if validators.differs(from: job.metadata.validators) {
@@ -86,7 +88,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 job.metadata.totalLength = contentRange.completeLength
                 job.metadata.suggestedFilename = http.dispositionFilename ?? job.metadata.suggestedFilename
                 let wholeFile = contentRange.completeLength == Int64(range.count)
-                if let announced = http.announcedMD5(bodyIsWholeFile: wholeFile) { job.metadata.announcedMD5 = announced }
+                if let announced = http.announcedMD5(bodyIsWholeFile: wholeFile) {
+                    job.metadata.announcedMD5 = announced
+                }
                 // Save the version now (a crash mid-window then keeps its bytes), except for a small file that
                 // this response brings whole: it is verified and moved right after it.
                 if !(wholeFile && range.count <= Self.uncheckpointedSize),
@@ -136,7 +140,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
         let count = Int64(data.count)
         if let expectedBodyLength, received + count > expectedBodyLength {
-            return .failed(.invalidResponse(job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
+            return .failed(
+                .invalidResponse(
+                    job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
         }
         received += count
         if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
@@ -188,7 +194,8 @@ final class ProbeSink: TransferSink, Sendable {
     func complete(error: (any Error)?) -> RequestEnd {
         if let error {
             return .failed(
-                .connectionFailed(url, reason: TransportError.describe(error), underlying: SavedError(description: "\(error)")))
+                .connectionFailed(
+                    url, reason: TransportError.describe(error), underlying: SavedError(description: "\(error)")))
         }
         return .finished
     }
