@@ -161,7 +161,15 @@ for ((run = 1; run <= RUNS; run++)); do
     [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == "$MD5_1G" ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
 done
 
-# --- 5. kill -9 at 50 %, then run again -------------------------------------------------------------------------
+# --- 5. the manager's waiting queue ----------------------------------------------------------------------------
+log "20,000 waiting URLs: enqueue, suspendAll, resumeAll ($RUNS runs)"
+for ((run = 1; run <= RUNS; run++)); do
+    "$BIN/downloader-bench" queue 20000 > "$WORK/queue.txt"
+    read -r _ enqueue _ _ suspend _ _ resume _ < "$WORK/queue.txt"
+    printf 'queue\tdl\t%s\t%s\t%s\tok\n' "$enqueue" "$suspend" "$resume" >> "$RESULTS"
+done
+
+# --- 6. kill -9 at 50 %, then run again -------------------------------------------------------------------------
 log "interrupt: kill -9 at 50 % of 1 GiB (nginx limit_rate 200 MiB/s), then rerun"
 fresh
 : > "$WORK/logs/access.log"
@@ -192,10 +200,14 @@ from collections import defaultdict
 path, runs, date, cores, swift, tools = sys.argv[1:7]
 rows = defaultdict(list)
 kill = None
+queue = []
 for line in open(path):
     w, c, *rest = line.rstrip("\n").split("\t")
     if w == "kill":
         kill = rest
+        continue
+    if w == "queue":
+        queue.append([float(x) for x in rest[:3]])
         continue
     wall, cpu, rss, ok = rest
     rows[(w, c)].append((float(wall), float(cpu), float(rss) / 1024, ok))
@@ -249,6 +261,7 @@ for line in [
     "aria2c -q -j8 -x1 --file-allocation=none -d OUT -i list.txt",
     "downloader-bench md5 1g.bin; md5sum 1g.bin",
     "dl --quiet --dir OUT BASE/slow/1g.bin                 # killed with SIGKILL at 50 %, then run again",
+    "downloader-bench queue 20000                          # the manager's waiting queue",
 ]:
     p(line)
 p("```\n")
@@ -303,6 +316,18 @@ p("|---|---|---|")
 p(f"| with MD5 (default) | {dl['wall']:.2f} | {dl['cpu']:.2f} |")
 p(f"| `--no-md5` | {off['wall']:.2f} | {off['cpu']:.2f} |")
 p(f"\n- verification costs ≤ 5 %: {dl['wall'] / off['wall'] - 1:+.0%} — {verdict(dl['wall'] <= 1.05 * off['wall'])}.")
+
+if queue:
+    p("\n## The manager's waiting queue: 20,000 URLs\n")
+    p("`downloader-bench queue 20000`: one slot, held by a local server that never answers, and 20,000 more URLs")
+    p("waiting behind it; the time of `enqueue` for all of them, then `suspendAll()`, then `resumeAll()` (release build,")
+    p("through the public API).\n")
+    p("| operation | median s | min–max s | target |")
+    p("|---|---|---|---|")
+    for index, name in enumerate(["enqueue × 20,000", "suspendAll()", "resumeAll()"]):
+        values = [q[index] for q in queue]
+        med = statistics.median(values)
+        p(f"| {name} | {med:.3f} | {min(values):.3f}–{max(values):.3f} | < 0.5 s: {verdict(med < 0.5)} |")
 
 p("\n## Interrupted at 50 % by kill -9, then run again\n")
 if kill:

@@ -114,7 +114,7 @@ let ticker = Task {
     }
 }
 
-// Queue everything; four start, the rest wait as .willResume.
+// Queue everything; four start, the rest wait as .queued.
 for url in urls { await manager.enqueue(url) }
 
 // Interrupt one transfer half-way, then resume it: the partial file and its MD5 state are kept, and the server sees

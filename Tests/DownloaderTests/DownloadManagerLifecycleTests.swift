@@ -59,8 +59,9 @@ final class DownloadManagerLifecycleTests: Sendable {
     @Test("A request for a completed URL with another expected MD5 downloads once more and fails unless it matches")
     func expectationOnCompletedURL() async throws {
         let manager = try makeManager()
-        let url = server.url("/bytes/known?size=5000")
-        let right = TestContent(name: "known", size: 5000).md5.hexString
+        // Throttled, so that progress of the second download is published while it runs.
+        let url = server.url("/bytes/known?size=300000&rate=1000000")
+        let right = TestContent(name: "known", size: 300_000).md5.hexString
         let first = try await manager.download(url)
         await #expect(throws: DownloadError.checksumMismatch) {
             try await manager.download(url, options: DownloadOptions(expectedMD5: Self.wrongMD5))
@@ -69,6 +70,7 @@ final class DownloadManagerLifecycleTests: Sendable {
         // The verified file is still there and still the download's.
         let receipt = try #require(await manager.receipt(for: url))
         #expect(receipt.state == .completed && receipt.fileURL == first.fileURL)
+        #expect(receipt.totalBytesWritten == 300_000 && receipt.md5 == right)
         #expect(try md5OfFile(first.fileURL).hexString == right)
         // A matching expectation is answered from the receipt, without the network.
         let before = gets("known").count

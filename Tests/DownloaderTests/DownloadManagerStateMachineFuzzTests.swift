@@ -118,10 +118,10 @@ struct DownloadManagerStateMachineFuzzTests {
     }
 
     @Test("Thousands of random events keep every invariant", arguments: [DownloadPrioritization.fifo, .lifo])
-    func randomEvents(prioritization: DownloadPrioritization) {
+    func randomEvents(prioritization: DownloadPrioritization) async {
         var seen: [String: Int] = [:]
         for seed in 0..<60 {
-            seen.merge(run(seed: UInt64(seed), prioritization: prioritization, events: 2_000)) { $0 + $1 }
+            seen.merge(await run(seed: UInt64(seed), prioritization: prioritization, events: 2_000)) { $0 + $1 }
         }
         for kind in [
             "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
@@ -133,7 +133,7 @@ struct DownloadManagerStateMachineFuzzTests {
 
     /// Runs one seeded sequence; returns how often each kind of action was seen.
     @discardableResult
-    func run(seed: UInt64, prioritization: DownloadPrioritization, events: Int) -> [String: Int] {
+    func run(seed: UInt64, prioritization: DownloadPrioritization, events: Int) async -> [String: Int] {
         var random = SeededGenerator(seed: seed)
         var limit = Int.random(in: 1...4, using: &random)
         var machine = Machine(limit: limit, prioritization: prioritization)
@@ -149,6 +149,8 @@ struct DownloadManagerStateMachineFuzzTests {
         }
 
         for step in 0..<events {
+            // Other tests share the two cooperative threads: a long synchronous loop would starve them.
+            if step % 256 == 0 { await Task.yield() }
             let key = keys.randomElement(using: &random)!
             let slotsBefore = machine.slotsInUse
             var produced: Int?

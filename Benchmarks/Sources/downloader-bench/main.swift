@@ -1,8 +1,11 @@
 // downloader-bench: release-mode measurements of the library's hot paths.
 //
 //   swift run --package-path Benchmarks -c release downloader-bench md5 FILE [FILE...]
+//   swift run --package-path Benchmarks -c release downloader-bench queue [COUNT]
 //
-// Prints "<hex digest>  <file>  <seconds> s  <MiB/s>" per file, like md5sum plus timing.
+// `md5` prints "<hex digest>  <file>  <seconds> s  <MiB/s>" per file, like md5sum plus timing.
+// `queue` times the manager's waiting queue: COUNT (default 20000) URLs wait behind one slot that a silent local
+// server holds, then `suspendAll()` and `resumeAll()`; it prints "enqueue S s  suspendAll S s  resumeAll S s".
 import Downloader
 import Foundation
 
@@ -39,8 +42,52 @@ func md5(ofFileAt path: String) throws -> (MD5Digest, Double) {
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: downloader-bench md5 FILE...\n".utf8))
+    FileHandle.standardError.write(Data("usage: downloader-bench md5 FILE... | queue [COUNT]\n".utf8))
     exit(2)
+}
+
+/// A TCP listener on 127.0.0.1 that never accepts: connections complete in the kernel's backlog and requests wait
+/// for an answer that never comes, so the one active download holds its slot.
+func silentListener() -> (descriptor: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    _ = withUnsafePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    }
+    listen(fd, 16)
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+}
+
+/// Times enqueue of `count` waiting downloads, then `suspendAll()` and `resumeAll()`.
+func queueBenchmark(count: Int) async throws {
+    let (listener, port) = silentListener()
+    defer { close(listener) }
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("queue-bench-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    var configuration = DownloadManager.Configuration(directory: directory)
+    configuration.maximumActiveDownloads = 1
+    configuration.stallTimeout = 600
+    let manager = try DownloadManager(configuration: configuration)
+    let urls = (0...count).map { URL(string: "http://127.0.0.1:\(port)/q/\($0)")! }
+    func seconds(_ work: () async -> Void) async -> Double {
+        let start = DispatchTime.now().uptimeNanoseconds
+        await work()
+        return Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9
+    }
+    let enqueue = await seconds { for url in urls { await manager.enqueue(url) } }
+    let suspend = await seconds { await manager.suspendAll() }
+    let resume = await seconds { await manager.resumeAll() }
+    print(
+        String(
+            format: "enqueue %.3f s  suspendAll %.3f s  resumeAll %.3f s  (%d waiting)", enqueue, suspend, resume, count
+        ))
+    await manager.shutdown()
 }
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -60,6 +107,9 @@ case "md5":
             exit(1)
         }
     }
+case "queue":
+    let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
+    try await queueBenchmark(count: count)
 default:
     usage()
 }

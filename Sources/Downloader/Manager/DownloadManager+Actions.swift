@@ -46,11 +46,12 @@ extension DownloadManager {
 
     // MARK: - Receipts
 
-    /// The request's options become the download's; a download without a completed file points at its partial file.
+    /// The request's options become the download's; a download whose completed file is no longer its own points at
+    /// its partial file again.
     private func adoptOptions(_ url: URL, _ options: DownloadOptions?) {
         guard var record = book[url] else { return }
         if let options { record.options = options }
-        if !machine.hasCompletedFile(url) {
+        if completedFiles[url] != nil && !machine.hasCompletedFile(url) {
             let fresh = freshReceipt(for: url)
             record.receipt.fileURL = fresh.fileURL
             record.receipt.filename = fresh.filename
@@ -61,19 +62,23 @@ extension DownloadManager {
         book[url] = record
     }
 
-    /// Sets the public state: speed and ETA only while downloading, the error only while failed, the true length of
-    /// the partial file while waiting or stopped.
+    /// Sets the public state: speed and ETA only while downloading, the error only while failed. (The bytes written
+    /// change only while a transfer runs: the ticker and the transfer's end keep them true.)
     private func publish(_ url: URL, _ state: DownloadState) {
         guard var record = book[url] else { return }
         record.receipt.state = state
+        if state == .completed, let completed = completedFiles[url] {
+            // Also after a replacement that failed: the receipt describes the file that is still there.
+            record.receipt.fileURL = completed.url
+            record.receipt.filename = completed.url.lastPathComponent
+            record.receipt.totalBytesWritten = completed.length
+            record.receipt.totalBytesExpectedToWrite = completed.length
+        }
         if state != .downloading {
             record.receipt.bytesPerSecond = nil
             record.receipt.estimatedTimeRemaining = nil
         }
         if state != .failed && state != .completed { record.receipt.error = nil }
-        if state != .completed && state != .downloading && !machine.hasCompletedFile(url) {
-            record.receipt.totalBytesWritten = FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0
-        }
         book[url] = record
         if state.isResting { progressHandlers[url] = nil }
         changed(url)
@@ -91,7 +96,7 @@ extension DownloadManager {
         record.receipt.md5 = transfer.md5?.hexString
         record.receipt.error = nil
         record.suggestedFilename = transfer.suggestedFilename
-        completedFiles[url] = transfer.fileURL
+        completedFiles[url] = CompletedFile(url: transfer.fileURL, length: transfer.length)
         book[url] = record
     }
 
@@ -103,7 +108,7 @@ extension DownloadManager {
         box.update(written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite)
         var options = record.options
         options.expectedMD5 = start.expectation?.hexString
-        let replacing = start.replacesCompletedFile ? completedFiles[url] : nil
+        let replacing = start.replacesCompletedFile ? completedFiles[url]?.url : nil
         let runner = self.runner
         let fileWork = self.fileWork
         let task = Task.detached { [weak self] in
@@ -123,6 +128,11 @@ extension DownloadManager {
     ) {
         if transfers[url]?.generation == generation { transfers[url] = nil }
         if let result { results[url] = (generation, result) }
+        if result == nil, !machine.hasCompletedFile(url) {
+            // What the stopped transfer left on disk, for the receipt (a completed file reports its own length).
+            book[url]?.receipt.totalBytesWritten =
+                FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0
+        }
         apply(machine.transferEnded(url, generation: generation, end))
         if results[url]?.generation == generation { results[url] = nil }
     }
@@ -137,7 +147,7 @@ extension DownloadManager {
 
     /// Hashes the completed file off the actor and reports it to the machine.
     private func verify(_ url: URL, _ expectation: Checksum) {
-        guard let file = completedFiles[url] else {
+        guard let file = completedFiles[url]?.url else {
             apply(machine.verified(url, expectation: expectation, actual: nil))
             return
         }
@@ -158,7 +168,9 @@ extension DownloadManager {
             results[url] = nil
             files.append(produced.result.fileURL)
         }
-        if includingCompletedFile, let completed = completedFiles.removeValue(forKey: url) { files.append(completed) }
+        if includingCompletedFile, let completed = completedFiles.removeValue(forKey: url) {
+            files.append(completed.url)
+        }
         fileWork.async { [files] in
             for file in files { try? FileManager.default.removeItem(at: file) }
         }

@@ -6,7 +6,7 @@ extension DownloadManager {
         /// Holds `receipts.json`, the `downloading/` area (partial files and their saved hash state) and the
         /// `completed/` area (whole, verified files only).
         public var directory: URL
-        /// How many downloads transfer at once; the rest wait as `.willResume`. Default 4.
+        /// How many downloads transfer at once; the rest wait as `.queued`. Default 4.
         public var maximumActiveDownloads: Int
         /// Which waiting download starts next. Default `.fifo`.
         public var prioritization: DownloadPrioritization

@@ -58,8 +58,14 @@ public actor DownloadManager {
     var transfers: [URL: RunningTransfer] = [:]
     /// What each generation produced, until the machine says whether it is the download's file.
     var results: [URL: (generation: Machine.Generation, result: TransferResult)] = [:]
-    /// The completed file of each download that has one.
-    var completedFiles: [URL: URL] = [:]
+    /// A download's verified file: where it is and how long it is.
+    struct CompletedFile: Equatable {
+        var url: URL
+        var length: Int64
+    }
+
+    /// The completed file of each download that has one (also while a replacement of it is downloading).
+    var completedFiles: [URL: CompletedFile] = [:]
     var waiters: [Machine.WaiterID: Waiter] = [:]
     var nextWaiterID: Machine.WaiterID = 0
     var progressHandlers: [URL: [@Sendable (DownloadReceipt) -> Void]] = [:]
@@ -100,7 +106,10 @@ public actor DownloadManager {
         for record in loaded {
             let url = record.receipt.url
             machine.restore(url, state: record.receipt.state, checksum: record.receipt.checksum)
-            if record.receipt.state == .completed { completedFiles[url] = record.receipt.fileURL }
+            if record.receipt.state == .completed {
+                completedFiles[url] = CompletedFile(
+                    url: record.receipt.fileURL, length: record.receipt.totalBytesWritten)
+            }
             book[url] = record
         }
     }
@@ -311,8 +320,8 @@ public actor DownloadManager {
 
     /// Whether a completed download's file is still there with its recorded size.
     private func completedFileIsIntact(_ url: URL) -> Bool {
-        guard let file = completedFiles[url], let record = book[url] else { return false }
-        return FileManager.default.sizeOfItem(at: file) == record.receipt.totalBytesWritten
+        guard let file = completedFiles[url] else { return false }
+        return FileManager.default.sizeOfItem(at: file.url) == file.length
     }
 
     /// Gives a completed file the name another naming asks for (no network: it is the same file).
@@ -320,10 +329,10 @@ public actor DownloadManager {
         guard var record = book[url], let file = completedFiles[url], record.options.naming != naming else { return }
         let name = DownloadDirectory.finalName(naming: naming, url: url, suggested: record.suggestedFilename)
         record.options.naming = naming
-        if name != file.lastPathComponent {
+        if name != file.url.lastPathComponent {
             let target = directory.destination(for: name, naming: naming)
-            guard (try? FileManager.default.moveItem(at: file, to: target)) != nil else { return }
-            completedFiles[url] = target
+            guard (try? FileManager.default.moveItem(at: file.url, to: target)) != nil else { return }
+            completedFiles[url]?.url = target
             record.receipt.fileURL = target
             record.receipt.filename = target.lastPathComponent
         }

@@ -2,7 +2,7 @@ import Foundation
 
 /// What `DownloadManager.events()` reports, for every download of the manager.
 public enum DownloadEvent: Sendable, Hashable {
-    /// The receipt's state changed (for example `willResume` → `downloading`).
+    /// The receipt's state changed (for example `queued` → `downloading`).
     case stateChanged(DownloadReceipt)
     /// Bytes arrived: counts, fraction, speed and ETA (at most 10 events a second per download).
     case progress(DownloadReceipt)

@@ -1,8 +1,21 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 extension FileManager {
     /// The size of the file at `url` in bytes, or `nil` when there is no such file.
+    ///
+    /// One `stat(2)`: `attributesOfItem` also resolves owner and group names, which costs more than the call itself
+    /// when thousands of receipts are refreshed.
     func sizeOfItem(at url: URL) -> Int64? {
-        (try? attributesOfItem(atPath: url.path))?[.size].flatMap { ($0 as? NSNumber)?.int64Value }
+        var info = stat()
+        guard stat(url.path, &info) == 0 else { return nil }
+        return Int64(info.st_size)
     }
 }
