@@ -10,7 +10,7 @@ struct UsageError: Error {
 struct Arguments {
     static let usage = """
         usage: dl [--dir DIR] [--max-active N] [--lifo] [--md5 HEX] [--header 'Name: value']... [--retries N]
-                  [--naming suggested|md5] [--quiet] [--no-md5] URL...
+                  [--naming suggested|md5] [--quiet] [--no-md5] [--wait] URL...
                dl --list [--dir DIR]
 
         Downloads every URL into DIR (default ./downloads), several at once, resumably: run the same command again
@@ -27,6 +27,7 @@ struct Arguments {
           --naming MODE      suggested (server's or URL's name, default) or md5 (md5 of the URL)
           --quiet            no progress or messages (errors are still reported)
           --list             print the downloads known in DIR and exit
+          --wait             if another dl is using DIR, wait for it instead of exiting 1
 
         Exit status: 0 all verified, 1 any failed, 2 usage error, 130 interrupted, 143 terminated.
         """
@@ -41,6 +42,7 @@ struct Arguments {
     var naming: FileNaming = .suggested
     var quiet = false
     var list = false
+    var wait = false
     var help = false
     var urls: [URL] = []
 
@@ -116,6 +118,8 @@ struct Arguments {
                 result.quiet = true
             case "--list":
                 result.list = true
+            case "--wait":
+                result.wait = true
             case "--help", "-h":
                 result.help = true
             default:

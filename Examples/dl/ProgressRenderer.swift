@@ -60,8 +60,13 @@ final class ProgressRenderer: @unchecked Sendable {
             }
             lines[receipt.url] = line
             redraw(force: false)
-        case .removed:
+        case .removed, .receiptsSaved:
             break
+        case .receiptsSaveFailed(let error):
+            // Downloads go on; only what a later run would find is at risk. Shown even when quiet.
+            clearBars()
+            FileHandle.standardError.write(Data("dl: warning: \(error.reason); downloads go on\n".utf8))
+            redraw(force: true)
         }
     }
 

@@ -24,13 +24,30 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     let directory = URL(fileURLWithPath: arguments.directory, isDirectory: true).standardizedFileURL
     var configuration = DownloadManager.Configuration(directory: directory)
     configuration.completedDirectory = directory  // finished files land in DIR itself, like wget
+    let state = directory.appendingPathComponent(".dl", isDirectory: true)
+    configuration.stateDirectory = state
+    configuration.removesStateWhenFinished = true  // a run that leaves nothing unfinished leaves only the files
     configuration.maximumActiveDownloads = arguments.maximumActive
     configuration.prioritization = arguments.lifo ? .lifo : .fifo
     configuration.retryLimit = arguments.retries
 
+    if arguments.list && !FileManager.default.fileExists(atPath: state.path) {
+        return 0  // nothing is known here, and listing creates nothing
+    }
     let manager: DownloadManager
     do {
-        manager = try DownloadManager(configuration: configuration)
+        do {
+            manager = try DownloadManager(configuration: configuration)
+        } catch let error as DownloadError where error == .directoryLocked && arguments.wait {
+            if !arguments.quiet {
+                FileHandle.standardError.write(Data("dl: another dl is using \(directory.path); waiting for it\n".utf8))
+            }
+            configuration.directoryLockTimeout = .infinity
+            manager = try DownloadManager(configuration: configuration)
+        }
+    } catch let error as DownloadError where error == .directoryLocked {
+        FileHandle.standardError.write(Data("dl: another dl is using \(directory.path) (--wait waits for it)\n".utf8))
+        return 1
     } catch {
         FileHandle.standardError.write(
             Data("dl: \(directory.path): \((error as? DownloadError)?.reason ?? "\(error)")\n".utf8))
@@ -44,10 +61,11 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         var listing = ""
         for receipt in await manager.allReceipts {
             let total = receipt.totalBytesExpectedToWrite.map(String.init) ?? "?"
-            listing +=
-                "\(receipt.state.rawValue)\t\(receipt.totalBytesWritten)/\(total)\t\(receipt.filename)\t\(receipt.url.absoluteString)\n"
+            let url = receipt.url.redactedAbsoluteString
+            listing += "\(receipt.state.rawValue)\t\(receipt.totalBytesWritten)/\(total)\t\(receipt.filename)\t\(url)\n"
         }
         FileHandle.standardOutput.write(Data(listing.utf8))
+        await manager.shutdown()
         return 0
     }
 
@@ -84,7 +102,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
                 renderer.printResult(path)
             } else if !signals.isStopping {
                 failures += 1
-                renderer.printError("dl: \(outcome.url.absoluteString): \(outcome.reason ?? "failed")")
+                renderer.printError("dl: \(outcome.url.redactedAbsoluteString): \(outcome.reason ?? "failed")")
             }
         }
         return failures

@@ -116,7 +116,8 @@ final class DownloadManagerTests: Sendable {
         await #expect(throws: DownloadError.cancelled) { try await waiter.value }
         await manager.waitUntilQuiet()
         #expect(await manager.allReceipts.isEmpty)
-        #expect(temporary.files().filter { !$0.hasPrefix("receipts.json") }.isEmpty)
+        #expect(temporary.files().filter { !$0.hasPrefix(".downloader/") }.isEmpty)
+        #expect(temporary.files().filter { $0.hasPrefix(".downloader/partial") }.isEmpty)
     }
 
     @Test("After an abrupt stop a second manager finds every unfinished download suspended and resumes it by Range")
@@ -126,24 +127,25 @@ final class DownloadManagerTests: Sendable {
         let urls = names.map { server.url("/bytes/\($0)?size=400000&rate=200000") }
         for url in urls { await first.enqueue(url) }
         #expect(await server.waitUntil { $0.bodyBytesSent >= 150_000 })
-        await first.saveReceiptsNow()  // what the debounced save does within half a second anyway
+        await first.saveReceiptsNow()  // what the save after each actor turn has done already, made explicit
         // What kill -9 leaves behind: the files as they are at this instant, copied in the order a crash could
-        // leave them (receipts and saved hash states first, then the partial files, which only grow).
+        // leave them (the journal and saved hash states first, then the partial files, which only grow).
         let crash = try TemporaryDirectory()
         defer { crash.remove() }
         let fm = FileManager.default
+        let state = temporary.url.appendingPathComponent(".downloader")
+        try fm.createDirectory(
+            at: crash.url.appendingPathComponent(".downloader/partial"), withIntermediateDirectories: true)
         try fm.copyItem(
-            at: temporary.url.appendingPathComponent("receipts.json"),
-            to: crash.url.appendingPathComponent("receipts.json"))
-        try fm.createDirectory(at: crash.url.appendingPathComponent("downloading"), withIntermediateDirectories: true)
-        let downloading = temporary.url.appendingPathComponent("downloading")
-        let items = try fm.contentsOfDirectory(atPath: downloading.path).sorted {
-            $0.hasSuffix(".json") && !$1.hasSuffix(".json")
+            at: state.appendingPathComponent("journal"), to: crash.url.appendingPathComponent(".downloader/journal"))
+        let partial = state.appendingPathComponent("partial")
+        let items = try fm.contentsOfDirectory(atPath: partial.path).sorted {
+            $0.hasSuffix(".state") && !$1.hasSuffix(".state")
         }
         for item in items {
             try fm.copyItem(
-                at: downloading.appendingPathComponent(item),
-                to: crash.url.appendingPathComponent("downloading/\(item)"))
+                at: partial.appendingPathComponent(item),
+                to: crash.url.appendingPathComponent(".downloader/partial/\(item)"))
         }
         await first.shutdown()
 
@@ -164,15 +166,34 @@ final class DownloadManagerTests: Sendable {
         await second.shutdown()
     }
 
-    @Test("A corrupt receipts file is moved aside and reported; the manager still starts and works")
+    @Test("Unreadable journal lines are skipped and reported; the other receipts load and the manager works")
     func corruptReceipts() async throws {
-        try Data("{ not json".utf8).write(to: temporary.url.appendingPathComponent("receipts.json"))
+        let first = try makeManager()
+        let kept = try await first.download(server.url("/bytes/kept?size=100"))
+        await first.shutdown()
+        let journal = temporary.url.appendingPathComponent(".downloader/journal")
+        let handle = try FileHandle(forWritingTo: journal)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("{ not json\n".utf8))
+        try handle.close()
+
         let manager = try makeManager()
         #expect(manager.receiptsRecoveryError == .corruptReceipts)
-        #expect(await manager.allReceipts.isEmpty)
-        #expect(temporary.files().contains { $0.hasPrefix("receipts.json.corrupt-") })
+        #expect(manager.receiptsRecoveryError?.reason.contains("1 unreadable line") == true)
+        #expect(await manager.allReceipts == [kept])
         let receipt = try await manager.download(server.url("/bytes/after?size=100"))
         #expect(receipt.state == .completed)
+    }
+
+    @Test("A receipts.json that is not the old receipts format is a user's file: left alone")
+    func foreignReceiptsFile() async throws {
+        try Data("{ \"mine\": true }".utf8).write(to: temporary.url.appendingPathComponent("receipts.json"))
+        let manager = try makeManager()
+        #expect(manager.receiptsRecoveryError == nil)
+        #expect(
+            try Data(contentsOf: temporary.url.appendingPathComponent("receipts.json"))
+                == Data("{ \"mine\": true }".utf8))
+        await manager.shutdown()
     }
 
     @Test("Transient faults retry with backoff: 503 with Retry-After, and dropped connections resume by Range")

@@ -67,3 +67,30 @@ func runTransfer(_ transfer: Transfer) async -> Result<TransferResult, DownloadE
         return .failure(error)
     }
 }
+
+/// Runs blocking work on a thread of its own, so that it never holds one of the few cooperative threads.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// The first event that matches, or `nil` when none came before the deadline (a deadline, not synchronisation).
+func firstEvent(
+    in stream: AsyncStream<DownloadEvent>, within limit: Duration = .seconds(20),
+    where matches: @escaping @Sendable (DownloadEvent) -> Bool
+) async -> DownloadEvent? {
+    await withTaskGroup(of: DownloadEvent?.self) { group in
+        group.addTask {
+            for await event in stream where matches(event) { return event }
+            return nil
+        }
+        group.addTask {
+            try? await Task.sleep(for: limit)
+            return nil
+        }
+        let first = await group.next() ?? nil
+        group.cancelAll()
+        return first
+    }
+}

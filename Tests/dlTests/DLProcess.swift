@@ -60,6 +60,17 @@ final class DLProcess: @unchecked Sendable {
 
     var pid: Int32 { process.processIdentifier }
 
+    /// Waits until the process has written `text` to stderr, or the deadline passed (then `false`). Output is an
+    /// event the process causes; the short polls only bound how soon it is noticed.
+    func waitForStderr(containing text: String, timeout: Duration = .seconds(20)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if collected.withLock({ String(decoding: $0.stderr, as: UTF8.self) }).contains(text) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
     func send(_ signal: Int32) {
         kill(process.processIdentifier, signal)
     }

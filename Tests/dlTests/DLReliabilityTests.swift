@@ -92,7 +92,7 @@ final class DLReliabilityTests: Sendable {
         let total = Int64(names.count * size)
         #expect(server.statistics.bodyBytesSent <= total + Int64(kills * 10 * 256 * 1024))
         let leftovers =
-            (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("downloading").path)) ?? []
+            (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent(".dl/partial").path)) ?? []
         #expect(leftovers.isEmpty, "no partial files left: \(leftovers)")
     }
 }

@@ -130,11 +130,11 @@ final class DLTests: Sendable {
 
         // What the killed process left on disk is exactly where the rerun must continue.
         let partials =
-            (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent("downloading").path)) ?? []
+            (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent(".dl/partial").path)) ?? []
         let kept =
             partials.filter { $0.hasSuffix(".part") }.compactMap { name in
                 (try? FileManager.default.attributesOfItem(
-                    atPath: dir.appendingPathComponent("downloading/\(name)").path))?[.size] as? Int
+                    atPath: dir.appendingPathComponent(".dl/partial/\(name)").path))?[.size] as? Int
             }.first ?? 0
         #expect(kept <= 800_000)
         let second = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
@@ -170,13 +170,19 @@ final class DLTests: Sendable {
         #expect(try md5(rerun.lines.first ?? "") == TestContent(name: "sig\(signal)", size: 2_000_000).md5.hexString)
     }
 
-    @Test("Running a finished command again prints the same paths without downloading again")
+    @Test("Running a finished command again recognises the identical file: same paths, no copy")
     func rerunIsIdempotent() async throws {
         let url = server.url("/bytes/again?size=5000")
         let first = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
+        // A successful run leaves no state behind, so the rerun fetches the file and finds the same one in place.
         let second = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
         #expect(first.status == 0 && second.status == 0)
         #expect(first.lines == second.lines)
-        #expect(server.requests.filter { $0.method == "GET" }.count == 1)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path) == ["again"])
+        // A file of that name with other content is never overwritten: the download takes the next name.
+        try Data("mine".utf8).write(to: dir.appendingPathComponent("again"))
+        let third = try await DLProcess.run(["--dir", dir.path, url.absoluteString], in: work)
+        #expect(third.lines == [dir.appendingPathComponent("again (1)").path])
+        #expect(try Data(contentsOf: dir.appendingPathComponent("again")) == Data("mine".utf8))
     }
 }

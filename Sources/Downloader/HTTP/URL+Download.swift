@@ -35,6 +35,24 @@ extension URL {
         guard let host, !host.isEmpty else { throw .invalidURL(absoluteString, reason: "no host") }
     }
 
+    /// The URL as text with its credentials hidden: `https://user:***@host/…` (a user name alone, which is often a
+    /// token, becomes `***@host`). Use it wherever a URL is shown: messages, logs, listings.
+    public var redactedAbsoluteString: String {
+        Self.redactingCredentials(absoluteString)
+    }
+
+    /// Hides the password (or a lone user name) in the authority of a URL given as text.
+    static func redactingCredentials(_ text: String) -> String {
+        guard let schemeEnd = text.range(of: "://") else { return text }
+        let afterScheme = text[schemeEnd.upperBound...]
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        let authority = afterScheme[..<authorityEnd]
+        guard let at = authority.lastIndex(of: "@") else { return text }
+        let userInfo = authority[..<at]
+        let redacted = userInfo.firstIndex(of: ":").map { userInfo[..<$0] + ":***" } ?? "***"
+        return String(text[..<schemeEnd.upperBound]) + redacted + String(text[at...])
+    }
+
     /// Encodes every byte that may not appear in a URL's path, query or fragment, keeping `%XX` escapes.
     private static func percentEncode(_ text: String) -> String {
         let allowed = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/?#".utf8)

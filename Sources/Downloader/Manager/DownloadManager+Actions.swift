@@ -34,7 +34,7 @@ extension DownloadManager {
                 book[url] = nil
                 progressHandlers[url] = nil
                 emit(.removed(url))
-                persist()
+                persist(url)
             case .shutDownCompleted:
                 transfersEnded = true
                 let waiting = shutdownWaiters
@@ -111,10 +111,19 @@ extension DownloadManager {
         let replacing = start.replacesCompletedFile ? completedFiles[url]?.url : nil
         let runner = self.runner
         let fileWork = self.fileWork
+        let journal = self.journal
+        let placementOptions = record.options
+        // Recorded before the verified file moves, so that a crash during the move is recognised at the next start.
+        let willPlace: @Sendable (URL, Int64, MD5Digest?, String?) -> Void = { file, length, md5, suggested in
+            let entry = JournalEntry(
+                placing: url, options: placementOptions, name: file.lastPathComponent, length: length,
+                md5: md5?.hexString, suggested: suggested)
+            journal?.appendNow([.put(entry)])
+        }
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
             let (end, result) = await runner.run(
-                url: url, options: options, replacing: replacing,
+                url: url, options: options, replacing: replacing, willPlace: willPlace,
                 progress: { written, total in box.update(written: written, total: total) },
                 willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) })
             await self?.transferEnded(url, generation: generation, end, result: result)
@@ -135,12 +144,14 @@ extension DownloadManager {
         }
         apply(machine.transferEnded(url, generation: generation, end))
         if results[url]?.generation == generation { results[url] = nil }
+        // A download removed while its file was being placed: its placement record must not outlive it.
+        if book[url] == nil { persist(url) }
     }
 
     private func transferWillRetry(_ url: URL, generation: Machine.Generation, _ retry: TransferRunner.Retry) {
         guard machine.isRunning(url, generation: generation) else { return }
         book[url]?.receipt.error = retry.error
-        persist()
+        persist(url)
     }
 
     // MARK: - Files
@@ -212,11 +223,11 @@ extension DownloadManager {
 
     // MARK: - Events and persistence
 
-    /// A receipt changed state: save soon and tell the listeners.
+    /// A receipt changed state: save it and tell the listeners.
     func changed(_ url: URL) {
         guard let receipt = book[url]?.receipt else { return }
         emit(.stateChanged(receipt))
-        persist()
+        persist(url)
     }
 
     func emit(_ event: DownloadEvent) {
@@ -227,20 +238,60 @@ extension DownloadManager {
         eventContinuations[id] = nil
     }
 
-    /// Saves the receipts soon. Changes within half a second share one save, and the snapshot is taken when the
-    /// save happens, so a burst of changes (a thousand small files) costs one snapshot instead of one per change.
-    func persist() {
+    /// Saves a download's record (or its removal) within 10 ms: the changes of a burst (thousands of `enqueue` calls,
+    /// one `suspendAll`) share one write to the journal, of the changed records only. What must survive a `kill -9` at
+    /// any moment — a verified file moving into place — is written before the move, not here.
+    func persist(_ url: URL) {
+        unsavedURLs.insert(url)
         guard !receiptsSaveScheduled else { return }
         receiptsSaveScheduled = true
         Task { [weak self] in
-            try? await Task.sleep(for: .milliseconds(500))
-            await self?.savePendingReceipts()
+            try? await Task.sleep(for: .milliseconds(10))
+            await self?.saveReceipts()
         }
     }
 
-    private func savePendingReceipts() {
-        guard receiptsSaveScheduled else { return }
+    /// Hands every changed record to the journal.
+    func saveReceipts() {
         receiptsSaveScheduled = false
-        store.scheduleSave(book.all)
+        guard !unsavedURLs.isEmpty else { return }
+        let lines = unsavedURLs.map { url in book[url].map { JournalLine.put(JournalEntry($0)) } ?? .remove(url) }
+        unsavedURLs.removeAll()
+        journal?.append(lines)
+    }
+
+    /// Saving the receipts started failing (`error`) or works again (`nil`).
+    func receiptsSaveChanged(_ error: DownloadError?) {
+        if let error {
+            emit(.receiptsSaveFailed(error))
+        } else {
+            emit(.receiptsSaved(directory.journalFile))
+        }
+    }
+}
+
+/// Carries the journal's save-error reports to the manager, which exists only after the journal was opened.
+final class SaveErrorRelay: Sendable {
+    private let state = Locked<(target: (@Sendable (DownloadError?) -> Void)?, pending: DownloadError??)>((nil, nil))
+
+    /// The journal's handler.
+    var forward: @Sendable (DownloadError?) -> Void {
+        { [self] error in
+            let target = state.withLock { state -> (@Sendable (DownloadError?) -> Void)? in
+                if state.target == nil { state.pending = .some(error) }
+                return state.target
+            }
+            target?(error)
+        }
+    }
+
+    /// Delivers to `target` from now on, starting with a report that came before.
+    func connect(_ target: @escaping @Sendable (DownloadError?) -> Void) {
+        let pending = state.withLock { state -> DownloadError?? in
+            state.target = target
+            defer { state.pending = nil }
+            return state.pending
+        }
+        if let pending { target(pending) }
     }
 }

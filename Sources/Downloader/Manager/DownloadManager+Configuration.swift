@@ -3,8 +3,9 @@ import Foundation
 extension DownloadManager {
     /// How a manager behaves. Every property but `directory` has a default.
     public struct Configuration: Sendable {
-        /// Holds `receipts.json`, the `downloading/` area (partial files and their saved hash state) and the
-        /// `completed/` area (whole, verified files only).
+        /// The manager's directory: it holds the state folder (`.downloader/`) and the `completed/` area (whole,
+        /// verified files only), unless `stateDirectory` or `completedDirectory` put them elsewhere. One manager owns
+        /// it at a time (see `directoryLockTimeout`).
         public var directory: URL
         /// How many downloads transfer at once; the rest wait as `.queued`. Default 4.
         public var maximumActiveDownloads: Int
@@ -24,8 +25,21 @@ extension DownloadManager {
         /// Default 8 MiB.
         public var windowSize: Int
         /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
-        /// somewhere else, as `dl` does with its `--dir`, while the state stays in `directory`.
+        /// somewhere else, as `dl` does with its `--dir`.
         public var completedDirectory: URL?
+        /// Where the state lives — the lock, the receipts journal and the partial files — created with mode 0700;
+        /// `directory/.downloader` when `nil` (the default). Keep it apart from where downloads land: no downloaded
+        /// file can take a hidden name, so the default cannot collide with one.
+        public var stateDirectory: URL?
+        /// How long a new manager waits for another one (in this process or another) to let go of the state
+        /// directory, in seconds; waiting blocks the thread that creates the manager. Default 0: fail at once with
+        /// `DownloadError.directoryLocked`. `.infinity` waits as long as it takes.
+        public var directoryLockTimeout: TimeInterval
+        /// At shutdown, when nothing unfinished is left (nothing queued, running, suspended, or failed with bytes to
+        /// resume), delete the state folder instead of keeping completed receipts: the directory then holds only the
+        /// downloaded files, as `dl` wants. Default `false`: receipts are kept, so completed URLs are answered from
+        /// them later.
+        public var removesStateWhenFinished: Bool
 
         /// Creates a configuration with the defaults.
         /// - Parameter directory: where receipts and files live.
@@ -39,6 +53,9 @@ extension DownloadManager {
             stallTimeout = 30
             windowSize = 8 << 20
             completedDirectory = nil
+            stateDirectory = nil
+            directoryLockTimeout = 0
+            removesStateWhenFinished = false
         }
     }
 }

@@ -1,26 +1,142 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 extension DownloadManager {
-    /// Loads the receipts a previous manager saved in `directory` and makes them true again after a crash: temporary
-    /// files of interrupted atomic writes go, downloads that were waiting or running come back suspended, and each
-    /// unfinished download reports the length its partial file really has.
-    /// - Returns: the records, and the error when the receipts file was unreadable (it was moved aside).
-    static func recover(directory: DownloadDirectory) -> (records: [ReceiptRecord], error: DownloadError?) {
-        AtomicFile.removeOrphans(in: directory.root)
-        AtomicFile.removeOrphans(in: directory.downloadingArea)
-        let store = ReceiptStore(fileURL: directory.root.appendingPathComponent("receipts.json"))
-        var (records, error) = store.load()
-        for index in records.indices {
-            var receipt = records[index].receipt
-            if receipt.state != .completed {
-                if receipt.state == .queued || receipt.state == .downloading { receipt.state = .suspended }
-                receipt.totalBytesWritten =
-                    FileManager.default.sizeOfItem(at: directory.partialFile(for: receipt.url)) ?? 0
-            }
-            receipt.bytesPerSecond = nil
-            receipt.estimatedTimeRemaining = nil
-            records[index].receipt = receipt
+    /// What a manager finds when it opens its directory.
+    struct Recovered {
+        let journal: ReceiptJournal
+        let records: [ReceiptRecord]
+        /// What was dropped or skipped, if anything.
+        let problem: DownloadError?
+    }
+
+    /// Opens the state a previous manager left (after a clean stop, a crash or `kill -9`) and makes it true again:
+    /// an old layout is taken over; temporary files of interrupted writes go; every journal entry is checked (a
+    /// completed file must be a plain name inside the completed area, or the entry is dropped and reported); a
+    /// verified file that was being moved when the process died is found where it went; downloads that were waiting
+    /// or running come back suspended with the length their partial file really has; partial files that belong to
+    /// no unfinished download are deleted. Call with the directory lock held.
+    /// - Throws: `DownloadError.fileSystem` when the journal cannot be opened.
+    static func recover(
+        _ directory: DownloadDirectory, onSaveError: @escaping @Sendable (DownloadError?) -> Void
+    ) throws(DownloadError) -> Recovered {
+        for area in [directory.stateArea, directory.partialArea, directory.completedArea] {
+            AtomicFile.removeOrphans(in: area)
         }
-        return (records, error)
+        let legacy = LegacyState.migrate(directory)
+        let (journal, saved, unreadable) = try ReceiptJournal.open(directory.journalFile, onSaveError: onSaveError)
+        if !legacy.entries.isEmpty { journal.rewrite(legacy.entries + saved) }
+
+        var problems = legacy.problems + (unreadable.map { [$0] } ?? [])
+        var order: [URL] = []
+        var byURL: [URL: ReceiptRecord] = [:]
+        for entry in legacy.entries + saved {  // the journal's entry wins over the old file's
+            switch record(from: entry, in: directory) {
+            case .success(let record):
+                if byURL.updateValue(record, forKey: entry.url) == nil { order.append(entry.url) }
+            case .failure(let problem):
+                problems.append(problem.reason)
+            }
+        }
+        let records = order.compactMap { byURL[$0] }
+        sweepOrphans(directory, keeping: records)
+        let problem =
+            problems.isEmpty
+            ? nil
+            : DownloadError.corruptReceipts(
+                directory.journalFile, reason: "dropped or skipped: " + problems.joined(separator: "; "))
+        return Recovered(journal: journal, records: records, problem: problem)
+    }
+
+    private struct Dropped: Error {
+        let reason: String
+    }
+
+    /// The record of a journal entry, checked against the directory.
+    private static func record(from entry: JournalEntry, in directory: DownloadDirectory) -> Result<
+        ReceiptRecord, Dropped
+    > {
+        let url = entry.url
+        guard (try? url.validateForDownload()) != nil else {
+            return .failure(Dropped(reason: "\(url.redactedAbsoluteString) is not an http(s) URL"))
+        }
+        let partial = directory.partialFile(for: url)
+        var receipt = DownloadReceipt(
+            url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: partial,
+            state: entry.state, totalBytesExpectedToWrite: entry.totalBytesExpected, md5: nil, error: entry.error)
+        var state = entry.state
+        var filename = entry.filename
+        var md5 = entry.md5
+        if let placement = entry.placement {
+            guard let target = directory.completedFile(named: placement.name) else {
+                return .failure(Dropped(reason: "\(url.redactedAbsoluteString) was placed outside the completed area"))
+            }
+            let checksum = placement.md5.flatMap { Checksum(md5: $0) }
+            if isPlaced(partial, at: target, length: placement.length, checksum: checksum) {
+                try? FileManager.default.removeItem(at: directory.stateFile(for: url))
+                state = .completed
+                filename = placement.name
+                md5 = placement.md5
+                receipt.totalBytesExpectedToWrite = placement.length
+            } else {
+                state = .suspended  // the move did not happen: the verified partial file is still there
+            }
+        }
+        switch state {
+        case .completed:
+            guard let name = filename, let file = directory.completedFile(named: name) else {
+                return .failure(
+                    Dropped(
+                        reason:
+                            "\(url.redactedAbsoluteString) points outside the completed area (\(filename ?? "no name"))"
+                    ))
+            }
+            receipt.fileURL = file
+            receipt.filename = name
+            receipt.md5 = md5
+            receipt.totalBytesWritten =
+                receipt.totalBytesExpectedToWrite ?? FileManager.default.sizeOfItem(at: file) ?? 0
+            receipt.totalBytesExpectedToWrite = receipt.totalBytesWritten
+        case .queued, .downloading, .suspended, .idle, .failed:
+            if state == .queued || state == .downloading { state = .suspended }
+            receipt.totalBytesWritten = FileManager.default.sizeOfItem(at: partial) ?? 0
+        }
+        receipt.state = state
+        return .success(
+            ReceiptRecord(receipt: receipt, options: entry.options, suggestedFilename: entry.suggestedFilename))
+    }
+
+    /// Whether a verified partial file reached `target`: it is gone and the target has its length and checksum, or
+    /// the move was cut between `link` and `unlink` (both names on one inode: the partial name is removed now).
+    private static func isPlaced(_ partial: URL, at target: URL, length: Int64, checksum: Checksum?) -> Bool {
+        var partialInfo = stat()
+        var targetInfo = stat()
+        guard stat(target.path, &targetInfo) == 0, Int64(targetInfo.st_size) == length else { return false }
+        guard stat(partial.path, &partialInfo) == 0 else {
+            guard let checksum else { return true }
+            return (try? FileDigest.checksum(of: target, algorithm: checksum.algorithm)) == checksum
+        }
+        guard partialInfo.st_ino == targetInfo.st_ino && partialInfo.st_dev == targetInfo.st_dev else { return false }
+        unlink(partial.path)
+        return true
+    }
+
+    /// Deletes partial files and saved states that belong to no unfinished download (left by a crash between a move
+    /// and its clean-up, or by a download that was removed).
+    private static func sweepOrphans(_ directory: DownloadDirectory, keeping records: [ReceiptRecord]) {
+        let unfinished = Set(
+            records.filter { $0.receipt.state != .completed }.map { DownloadDirectory.key(for: $0.receipt.url) })
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.partialArea.path)) ?? []
+        for name in names {
+            let key = name.split(separator: ".", maxSplits: 1).first.map(String.init) ?? name
+            if !unfinished.contains(key) { unlink(directory.partialArea.appendingPathComponent(name).path) }
+        }
     }
 }

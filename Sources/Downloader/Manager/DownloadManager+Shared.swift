@@ -5,8 +5,14 @@ extension DownloadManager {
     /// Linux, `~/Library/Caches` on macOS) under `Downloader`.
     public static let shared: DownloadManager = {
         let configuration = Configuration(directory: defaultDirectory)
-        // If the directory cannot be created now, each download reports the file-system error itself.
-        return (try? DownloadManager(configuration: configuration)) ?? DownloadManager(unvalidated: configuration)
+        // If the directory cannot be opened now (not creatable, or owned by another process), each download reports
+        // that error itself.
+        do {
+            return try DownloadManager(configuration: configuration)
+        } catch {
+            let reason = (error as? DownloadError) ?? .fileSystem(nil, reason: "\(error)")
+            return DownloadManager(unusable: configuration, error: reason)
+        }
     }()
 
     /// `<cache directory>/Downloader`.

@@ -1,5 +1,13 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// Downloads many files at once, streamed to disk in constant memory, resumable after any interruption and verified
 /// by MD5. The URL is a download's identity.
 ///
@@ -24,13 +32,14 @@ public actor DownloadManager {
 
     /// How this manager behaves.
     public nonisolated let configuration: Configuration
-    /// Set when the receipts file could not be read at start: it was moved aside and the manager started empty.
+    /// Set when saved receipts could not all be used at start: what was dropped (an entry pointing outside the
+    /// completed area, an unreadable line, an old file that could not be taken over) and why.
     public nonisolated let receiptsRecoveryError: DownloadError?
 
-    /// The last error saving the receipts file (a full disk, …), `nil` once a save succeeds again. Downloads go on
-    /// regardless; only what a restart would find is affected.
+    /// The last error saving the receipts (a full disk, …), `nil` once a save succeeds again. Downloads go on
+    /// regardless; only what a restart would find is affected. `events()` reports it too.
     public nonisolated var receiptsSaveError: DownloadError? {
-        store.lastSaveError.withLock { $0 }
+        journal?.lastSaveError.withLock { $0 } ?? openError
     }
 
     /// A transfer generation that has started and not yet reported its end.
@@ -48,7 +57,12 @@ public actor DownloadManager {
     }
 
     let directory: DownloadDirectory
-    let store: ReceiptStore
+    /// The receipts on disk; `nil` when the directory could not be opened (`openError`).
+    let journal: ReceiptJournal?
+    /// Held for the manager's life: one owner per state directory.
+    let lock: DirectoryLock?
+    /// Why the directory could not be opened, for a manager that then refuses every request.
+    let openError: DownloadError?
     let bridge: SessionBridge
     let runner: TransferRunner
     let fileWork = FileWorkQueue()
@@ -71,25 +85,55 @@ public actor DownloadManager {
     var progressHandlers: [URL: [@Sendable (DownloadReceipt) -> Void]] = [:]
     var eventContinuations: [UUID: AsyncStream<DownloadEvent>.Continuation] = [:]
     var ticker: Task<Void, Never>?
-    /// Whether a save of the receipts is scheduled (see `persist()`).
+    /// Downloads whose record changed since the last save, and whether a save is scheduled (see `persist(_:)`).
+    var unsavedURLs: Set<URL> = []
     var receiptsSaveScheduled = false
     var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
     var transfersEnded = false
     var shutdownTask: Task<Void, Never>?
 
     /// Creates a manager on a directory, creating it if needed, and loads the receipts saved there.
+    ///
+    /// One manager owns a state directory at a time: the manager takes an advisory lock on it for its life (released
+    /// by `shutdown()`), so two processes — or two managers in one process — never write the same files.
     /// - Parameter configuration: the directory and the limits.
-    /// - Throws: `DownloadError.fileSystem` when the directory cannot be created. A corrupt receipts file is not an
-    ///   error: it is moved aside and reported in `receiptsRecoveryError`.
+    /// - Throws: `DownloadError.directoryLocked` when another manager owns the directory (after waiting up to
+    ///   `directoryLockTimeout`); `DownloadError.fileSystem` when the directory cannot be created or its journal
+    ///   opened. Saved receipts that cannot be used are not an error: they are dropped and reported in
+    ///   `receiptsRecoveryError`.
     public init(configuration: Configuration) throws {
-        try DownloadDirectory(root: configuration.directory, completed: configuration.completedDirectory).createAreas()
-        self.init(unvalidated: configuration)
+        let directory = Self.layout(configuration)
+        try directory.createAreas()
+        let lock = try DirectoryLock.acquire(directory.lockFile, timeout: configuration.directoryLockTimeout)
+        let relay = SaveErrorRelay()
+        let recovered: Recovered
+        do {
+            try directory.createAreas()  // again: the previous owner may have removed the state folder meanwhile
+            recovered = try Self.recover(directory, onSaveError: relay.forward)
+        } catch {
+            lock.release()
+            throw error
+        }
+        self.init(configuration, directory: directory, lock: lock, recovered: recovered, openError: nil)
+        relay.connect { [weak self] error in Task { await self?.receiptsSaveChanged(error) } }
     }
 
-    init(unvalidated configuration: Configuration) {
+    /// A manager whose directory could not be opened: every request fails with `error` (for `shared`, which cannot
+    /// throw).
+    init(unusable configuration: Configuration, error: DownloadError) {
+        self.init(configuration, directory: Self.layout(configuration), lock: nil, recovered: nil, openError: error)
+    }
+
+    private init(
+        _ configuration: Configuration, directory: DownloadDirectory, lock: DirectoryLock?, recovered: Recovered?,
+        openError: DownloadError?
+    ) {
         self.configuration = configuration
-        directory = DownloadDirectory(root: configuration.directory, completed: configuration.completedDirectory)
-        store = ReceiptStore(fileURL: configuration.directory.appendingPathComponent("receipts.json"))
+        self.directory = directory
+        self.lock = lock
+        self.openError = openError
+        journal = recovered?.journal
+        receiptsRecoveryError = recovered?.problem
         bridge = SessionBridge(
             configuration: .init(
                 stallTimeout: configuration.stallTimeout, maximumRedirects: 10,
@@ -100,10 +144,7 @@ public actor DownloadManager {
             retryLimit: configuration.retryLimit,
             engine: Transfer.Configuration(windowSize: Int64(max(1, configuration.windowSize))))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
-
-        let (loaded, error) = Self.recover(directory: directory)
-        receiptsRecoveryError = error
-        for record in loaded {
+        for record in recovered?.records ?? [] {
             let url = record.receipt.url
             machine.restore(url, state: record.receipt.state, checksum: record.receipt.checksum)
             if record.receipt.state == .completed {
@@ -112,6 +153,13 @@ public actor DownloadManager {
             }
             book[url] = record
         }
+    }
+
+    /// Where a configuration puts things.
+    static func layout(_ configuration: Configuration) -> DownloadDirectory {
+        DownloadDirectory(
+            root: configuration.directory, completed: configuration.completedDirectory,
+            state: configuration.stateDirectory)
     }
 
     // MARK: - Starting and joining
@@ -257,10 +305,33 @@ public actor DownloadManager {
         ticker?.cancel()
         ticker = nil
         await fileWork.barrier()
-        await store.save(book.all)
+        saveReceipts()
+        if configuration.removesStateWhenFinished && nothingUnfinished() {
+            journal?.close()
+            try? FileManager.default.removeItem(at: directory.journalFile)
+            try? FileManager.default.removeItem(at: directory.partialArea)
+            lock?.removeAndRelease()
+            rmdir(directory.stateArea.path)  // fails harmlessly if another manager already re-created it
+        } else {
+            journal?.close()
+            lock?.release()
+        }
         bridge.invalidate()
         for continuation in eventContinuations.values { continuation.finish() }
         eventContinuations.removeAll()
+    }
+
+    /// Whether nothing is waiting, running, suspended, or failed with bytes to resume, and no partial file is left.
+    private func nothingUnfinished() -> Bool {
+        let pending = book.all.contains { record in
+            switch record.receipt.state {
+            case .completed, .idle: return false
+            case .failed: return record.receipt.totalBytesWritten > 0
+            case .queued, .downloading, .suspended: return true
+            }
+        }
+        let partials = (try? FileManager.default.contentsOfDirectory(atPath: directory.partialArea.path)) ?? []
+        return !pending && partials.isEmpty
     }
 
     /// Waits until every stopping transfer and pending file clean-up has ended (for tests and orderly exits).
@@ -273,9 +344,10 @@ public actor DownloadManager {
         await fileWork.barrier()
     }
 
-    /// Writes the receipts now instead of after the debounce interval.
-    func saveReceiptsNow() async {
-        await store.save(book.all)
+    /// Writes the pending receipt changes now and waits until they are written (for tests).
+    func saveReceiptsNow() {
+        saveReceipts()
+        journal?.flush()
     }
 
     // MARK: - Requests
@@ -290,6 +362,7 @@ public actor DownloadManager {
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
         var expectation: Checksum?
         do throws(DownloadError) {
+            if let openError { throw openError }
             try url.validateForDownload()
             if let text = options.expectedMD5 {
                 guard let checksum = Checksum(md5: text) else {
@@ -314,8 +387,10 @@ public actor DownloadManager {
 
     /// A receipt for a download that has no file yet.
     func freshReceipt(for url: URL) -> DownloadReceipt {
-        DownloadReceipt(
-            url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: directory.partialFile(for: url))
+        let key = DownloadDirectory.key(for: url)
+        return DownloadReceipt(
+            url: url, filename: DownloadDirectory.defaultFilename(for: url, key: key),
+            fileURL: directory.partialFile(key: key))
     }
 
     /// Whether a completed download's file is still there with its recorded size.
@@ -330,11 +405,28 @@ public actor DownloadManager {
         let name = DownloadDirectory.finalName(naming: naming, url: url, suggested: record.suggestedFilename)
         record.options.naming = naming
         if name != file.url.lastPathComponent {
-            let target = directory.destination(for: name, naming: naming)
-            guard (try? FileManager.default.moveItem(at: file.url, to: target)) != nil else { return }
-            completedFiles[url]?.url = target
-            record.receipt.fileURL = target
-            record.receipt.filename = target.lastPathComponent
+            let target: FilePlacement.Target
+            if case .md5OfURL = naming {
+                target = .replace(directory.completedArea.appendingPathComponent(name))
+            } else {
+                target = .unique(area: directory.completedArea, name: name)
+            }
+            let options = record.options
+            let suggested = record.suggestedFilename
+            let md5 = record.receipt.md5
+            guard
+                let moved = try? FilePlacement.place(
+                    file.url, at: target, length: file.length, checksum: record.receipt.checksum, downloadURL: url,
+                    willClaim: { [journal] claimed in
+                        let entry = JournalEntry(
+                            placing: url, options: options, name: claimed.lastPathComponent, length: file.length,
+                            md5: md5, suggested: suggested)
+                        journal?.appendNow([.put(entry)])
+                    })
+            else { return }
+            completedFiles[url]?.url = moved
+            record.receipt.fileURL = moved
+            record.receipt.filename = moved.lastPathComponent
         }
         book[url] = record
         changed(url)

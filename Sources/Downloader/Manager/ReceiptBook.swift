@@ -1,3 +1,11 @@
+/// One download as the manager keeps it: its receipt and the options needed to resume it after a restart.
+struct ReceiptRecord: Sendable, Equatable {
+    var receipt: DownloadReceipt
+    var options: DownloadOptions
+    /// The server's `Content-Disposition` name of the completed file, for renaming it under another naming.
+    var suggestedFilename: String?
+}
+
 /// The receipts of a manager with the options to resume them, in the order downloads were first requested.
 ///
 /// Insertion-ordered with O(1) look-up, insertion and removal: removed places are left empty and compacted once they

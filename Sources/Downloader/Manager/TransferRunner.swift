@@ -23,11 +23,13 @@ struct TransferRunner: Sendable {
     ///   - url: the download.
     ///   - options: its options; `expectedMD5` is what the file is verified against.
     ///   - replacing: a completed file the verified file replaces, if any.
+    ///   - willPlace: told where the verified file goes just before it moves.
     ///   - progress: bytes on disk and the total, after every chunk.
     ///   - willRetry: told before each backoff.
     /// - Returns: how the generation ended, and the file it produced when it completed.
     func run(
         url: URL, options: DownloadOptions, replacing: URL?,
+        willPlace: @escaping @Sendable (URL, Int64, MD5Digest?, String?) -> Void,
         progress: @escaping @Sendable (Int64, Int64?) -> Void,
         willRetry: @escaping @Sendable (Retry) async -> Void
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
@@ -35,7 +37,7 @@ struct TransferRunner: Sendable {
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, progress: progress)
+                replacing: replacing, willPlace: willPlace, progress: progress)
             do throws(DownloadError) {
                 let result = try await transfer.run()
                 return (.completed(result.checksum), result)

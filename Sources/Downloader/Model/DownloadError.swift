@@ -8,6 +8,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     private enum Code: String, Sendable, Codable {
         case invalidURL, unsupportedScheme, httpStatus, invalidResponse, checksumMismatch, tooManyRedirects
         case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts, suspended
+        case directoryLocked
     }
 
     private let code: Code
@@ -58,8 +59,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let suspended = DownloadError(.suspended)
     /// The resource changed while it was being downloaded, more often than the download could follow.
     public static let fileChanged = DownloadError(.fileChanged)
-    /// The receipts file could not be read; it was moved aside.
+    /// Saved receipts could not be read (some or all); `reason` says what was dropped.
     public static let corruptReceipts = DownloadError(.corruptReceipts)
+    /// Another manager (in this process or another) owns the state directory; `url` is that directory.
+    public static let directoryLocked = DownloadError(.directoryLocked)
 
     /// Whether retrying later may succeed: lost connections, stalls, 408, 429 and 5xx.
     public var isTransient: Bool {
@@ -72,9 +75,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         }
     }
 
+    /// The kind, the URL (credentials hidden) and the reason.
     public var description: String {
         var text = "DownloadError.\(code.rawValue)"
-        if let url { text += " (\(url.absoluteString))" }
+        if let url { text += " (\(url.isFileURL ? url.path : url.redactedAbsoluteString))" }
         if !reason.isEmpty { text += ": \(reason)" }
         return text
     }
@@ -87,7 +91,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     // MARK: - Constructors with details
 
     static func invalidURL(_ text: String, reason: String) -> DownloadError {
-        DownloadError(.invalidURL, url: nil, reason: "\"\(text)\": \(reason)")
+        DownloadError(.invalidURL, url: nil, reason: "\"\(URL.redactingCredentials(text))\": \(reason)")
     }
 
     static func unsupportedScheme(_ url: URL) -> DownloadError {
@@ -153,6 +157,11 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     static func fileChanged(_ url: URL, reason: String) -> DownloadError {
         DownloadError(.fileChanged, url: url, reason: reason)
+    }
+
+    static func directoryLocked(_ directory: URL, owner: Int32?) -> DownloadError {
+        let who = owner.map { "another manager (process \($0))" } ?? "another manager"
+        return DownloadError(.directoryLocked, url: directory, reason: "\(who) is using \(directory.path)")
     }
 
     static func corruptReceipts(_ file: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError

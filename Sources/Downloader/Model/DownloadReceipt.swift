@@ -69,3 +69,12 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         return progress
     }
 }
+
+extension DownloadReceipt: CustomStringConvertible {
+    /// The URL (credentials hidden), state, bytes and file: safe to log.
+    public var description: String {
+        let total = totalBytesExpectedToWrite.map(String.init) ?? "?"
+        return
+            "DownloadReceipt(\(url.redactedAbsoluteString), \(state), \(totalBytesWritten)/\(total) bytes, \(fileURL.path))"
+    }
+}

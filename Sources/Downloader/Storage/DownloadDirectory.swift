@@ -1,28 +1,60 @@
 import Foundation
 
-/// The on-disk layout of a manager's directory: `downloading/` holds partial files and their saved hash state,
-/// `completed/` holds only whole, verified files.
+/// The on-disk layout of a manager.
+///
+/// ```
+/// directory/
+///   .downloader/        the state folder (`Configuration.stateDirectory`): no download can take its name
+///     lock              held (flock) by the one manager that owns the directory
+///     journal           the receipts, one JSON line per change
+///     partial/          KEY.part (bytes so far) and KEY.state (hash state and version) of unfinished downloads
+///   completed/          whole, verified files only (`Configuration.completedDirectory`)
+/// ```
+///
+/// KEY is the MD5 of the URL. Every path is derived from the directory and a key or a sanitised name; nothing is
+/// taken from saved state as a path.
 struct DownloadDirectory: Sendable {
     let root: URL
-    private let completedOverride: URL?
+    /// Where state lives: the lock, the journal and the partial files.
+    let stateArea: URL
+    /// Where verified files go.
+    let completedArea: URL
 
     /// - Parameters:
-    ///   - root: holds the receipts and the downloading area.
+    ///   - root: the manager's directory.
     ///   - completed: where verified files go; `root/completed` when `nil`.
-    init(root: URL, completed: URL? = nil) {
+    ///   - state: where state lives; `root/.downloader` when `nil`.
+    init(root: URL, completed: URL? = nil, state: URL? = nil) {
         self.root = root
-        self.completedOverride = completed
+        completedArea = completed ?? root.appendingPathComponent("completed", isDirectory: true)
+        stateArea = state ?? root.appendingPathComponent(".downloader", isDirectory: true)
+        partialArea = stateArea.appendingPathComponent("partial", isDirectory: true)
+        partialPrefix = partialArea.path + "/"
     }
 
-    var downloadingArea: URL { root.appendingPathComponent("downloading", isDirectory: true) }
-    var completedArea: URL { completedOverride ?? root.appendingPathComponent("completed", isDirectory: true) }
+    /// Partial files and their saved state.
+    let partialArea: URL
+    /// `partialArea.path` and a slash: paths built from it cost a third of `appendingPathComponent`, which shows when
+    /// thousands of downloads are queued at once.
+    private let partialPrefix: String
+    /// The file the directory lock is held on.
+    var lockFile: URL { stateArea.appendingPathComponent("lock") }
+    /// The receipts journal.
+    var journalFile: URL { stateArea.appendingPathComponent("journal") }
 
-    /// Creates the directory and both areas if needed.
+    /// Creates the directory and its areas if needed (the state area with mode 0700: it may hold credentials).
     /// - Throws: `DownloadError.fileSystem` when they cannot be created.
     func createAreas() throws(DownloadError) {
-        for area in [downloadingArea, completedArea] {
+        // The folders above the state area get the default mode; only the state area and its partial folder are
+        // private.
+        for (area, mode) in [
+            (root, nil), (completedArea, nil), (stateArea.deletingLastPathComponent(), nil),
+            (stateArea, 0o700), (partialArea, 0o700),
+        ] as [(URL, Int?)] {
             do {
-                try FileManager.default.createDirectory(at: area, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    at: area, withIntermediateDirectories: true,
+                    attributes: mode.map { [.posixPermissions: $0] })
             } catch {
                 throw .fileSystem(nil, reason: "cannot create \(area.path): \(error.localizedDescription)")
             }
@@ -36,21 +68,32 @@ struct DownloadDirectory: Sendable {
 
     /// The partial file of a download.
     func partialFile(for url: URL) -> URL {
-        downloadingArea.appendingPathComponent(Self.key(for: url) + ".part")
+        partialFile(key: Self.key(for: url))
+    }
+
+    /// The partial file of the download with this key.
+    func partialFile(key: String) -> URL {
+        URL(fileURLWithPath: partialPrefix + key + ".part", isDirectory: false)
     }
 
     /// The saved transfer state beside the partial file.
     func stateFile(for url: URL) -> URL {
-        downloadingArea.appendingPathComponent(Self.key(for: url) + ".part.json")
+        URL(fileURLWithPath: partialPrefix + Self.key(for: url) + ".state", isDirectory: false)
+    }
+
+    /// The completed file called `name` (a single sanitised component), or `nil` for a name that is not one.
+    func completedFile(named name: String) -> URL? {
+        guard FilenameSanitizer.sanitize(name) == name else { return nil }
+        return completedArea.appendingPathComponent(name)
     }
 
     /// The default file name: `md5(url)` plus the URL's extension, if it has a sane one.
-    static func defaultFilename(for url: URL) -> String {
+    static func defaultFilename(for url: URL, key: String? = nil) -> String {
         let ext = url.pathExtension
         let safeExtension =
             !ext.isEmpty && ext.utf8.count <= 16
             && ext.unicodeScalars.allSatisfy { $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) }
-        return key(for: url) + (safeExtension ? "." + ext : "")
+        return (key ?? Self.key(for: url)) + (safeExtension ? "." + ext : "")
     }
 
     /// The name a completed file gets under `naming`.
@@ -72,19 +115,13 @@ struct DownloadDirectory: Sendable {
         }
     }
 
-    /// Where a completed file goes: `completed/name`, or `name (1).ext`, `name (2).ext`, … when another file already
-    /// has that name. `.md5OfURL` names belong to their URL, so such a file is replaced.
-    func destination(for name: String, naming: FileNaming) -> URL {
-        let first = completedArea.appendingPathComponent(name)
-        if case .md5OfURL = naming { return first }
-        guard FileManager.default.fileExists(atPath: first.path) else { return first }
+    /// The names a completed file may take, in order: `name`, then `name (1).ext`, `name (2).ext`, … The first that
+    /// is free is claimed atomically when the file is placed (`FilePlacement`).
+    static func candidateNames(for name: String) -> some Sequence<String> {
         let ext = (name as NSString).pathExtension
         let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
-        for n in 1..<10_000 {
-            let candidate = ext.isEmpty ? "\(stem) (\(n))" : "\(stem) (\(n)).\(ext)"
-            let url = completedArea.appendingPathComponent(candidate)
-            if !FileManager.default.fileExists(atPath: url.path) { return url }
+        return (0..<10_000).lazy.map { n in
+            n == 0 ? name : (ext.isEmpty ? "\(stem) (\(n))" : "\(stem) (\(n)).\(ext)")
         }
-        return completedArea.appendingPathComponent("\(Self.key(for: URL(fileURLWithPath: name)))-\(UUID().uuidString)")
     }
 }

@@ -250,17 +250,18 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             defer { state.entries[id] = entry }
             if entry.visited.contains(target.absoluteString) {
                 return .refuse(
-                    .failed(.tooManyRedirects(entry.originalURL, reason: "redirect loop at \(target.absoluteString)")))
+                    .failed(
+                        .tooManyRedirects(
+                            entry.originalURL, reason: "redirect loop at \(target.redactedAbsoluteString)")))
             }
             entry.visited.insert(target.absoluteString)
             if entry.visited.count - 1 > maximum {
                 return .refuse(.failed(.tooManyRedirects(entry.originalURL, reason: "more than \(maximum) redirects")))
             }
             var next = request
-            if target.host?.lowercased() != entry.originalURL.host?.lowercased()
-                || target.port != entry.originalURL.port
-            {
-                next.setValue(nil, forHTTPHeaderField: "Authorization")
+            if !Self.isSameOrigin(target, entry.originalURL) {
+                // Credentials set by the caller are for the original host only (curl's rule since CVE-2022-27776).
+                for name in Self.originBoundHeaders { next.setValue(nil, forHTTPHeaderField: name) }
             }
             return .follow(next)
         }
@@ -275,6 +276,16 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             close(taskIdentifier: id, with: end)
             completionHandler(nil)
         }
+    }
+
+    /// Headers dropped when a redirect leads to another host, port or scheme; every other header follows.
+    static let originBoundHeaders = ["Authorization", "Proxy-Authorization", "Cookie"]
+
+    /// Whether two URLs share scheme, host and port (the default port counts as that port).
+    static func isSameOrigin(_ a: URL, _ b: URL) -> Bool {
+        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
+        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
+            && port(a) == port(b)
     }
 
     // MARK: - Watchdog

@@ -47,6 +47,9 @@ final class Transfer: Sendable {
     let configuration: Configuration
     /// A completed file that the verified file replaces (instead of taking a name of its own).
     let replacing: URL?
+    /// Told where the verified file goes just before it moves (the manager records it, so that a crash during the
+    /// move is recognised): the path, the length, the digest and the server's suggested name.
+    let willPlace: (@Sendable (URL, Int64, MD5Digest?, String?) -> Void)?
     private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
 
     /// Creates a transfer; nothing happens until `run()`.
@@ -57,10 +60,12 @@ final class Transfer: Sendable {
     ///   - bridge: the manager's session.
     ///   - configuration: engine settings.
     ///   - replacing: a completed file the verified file replaces, if any.
+    ///   - willPlace: told where the verified file goes just before it moves.
     ///   - progress: called on the delegate queue after every chunk with the bytes on disk and the total if known.
     init(
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
         configuration: Configuration = Configuration(), replacing: URL? = nil,
+        willPlace: (@Sendable (URL, Int64, MD5Digest?, String?) -> Void)? = nil,
         progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
     ) {
         self.url = url
@@ -69,6 +74,7 @@ final class Transfer: Sendable {
         self.bridge = bridge
         self.configuration = configuration
         self.replacing = replacing
+        self.willPlace = willPlace
         self.progress = progress
     }
 
@@ -127,7 +133,7 @@ final class Transfer: Sendable {
             }
             let fileURL: URL
             do {
-                fileURL = try complete(job)
+                fileURL = try complete(job, digest: digest)
             } catch {
                 try? job.checkpoint()  // the file is whole and verified: a later run only has to move it
                 throw error
@@ -344,25 +350,26 @@ final class Transfer: Sendable {
     }
 
     /// Moves the verified partial file into the completed area and forgets its saved state.
-    private func complete(_ job: TransferJob) throws(DownloadError) -> URL {
-        let destination: URL
+    private func complete(_ job: TransferJob, digest: MD5Digest?) throws(DownloadError) -> URL {
+        let target: FilePlacement.Target
         if let replacing {
-            destination = replacing
+            target = .replace(replacing)
         } else {
             let name = DownloadDirectory.finalName(
                 naming: options.naming, url: url, suggested: job.metadata.suggestedFilename)
-            destination = directory.destination(for: name, naming: options.naming)
+            if case .md5OfURL = options.naming {
+                target = .replace(directory.completedArea.appendingPathComponent(name))  // the name is the URL's
+            } else {
+                target = .unique(area: directory.completedArea, name: name)
+            }
         }
-        let manager = FileManager.default
-        do {
-            if manager.fileExists(atPath: destination.path) { try manager.removeItem(at: destination) }
-            try manager.moveItem(at: job.partialFile, to: destination)
-        } catch {
-            throw .fileSystem(
-                url, reason: "cannot move the verified file to \(destination.path): \(error.localizedDescription)")
-        }
-        try? manager.removeItem(at: job.stateFile)
-        return destination
+        let checksum = digest.flatMap { Checksum(algorithm: .md5, digest: $0.bytes) }
+        let suggested = job.metadata.suggestedFilename
+        let file = try FilePlacement.place(
+            job.partialFile, at: target, length: job.offset, checksum: checksum, downloadURL: url,
+            willClaim: { file in willPlace?(file, job.offset, digest, suggested) })
+        try? FileManager.default.removeItem(at: job.stateFile)
+        return file
     }
 
     // MARK: - Helpers

@@ -1,0 +1,82 @@
+import Foundation
+
+/// One line of the receipts journal: a download's record, or its removal.
+///
+/// A record stores no paths: a completed file is stored by its name in the completed area, a partial file is found by
+/// the download's key, so a tampered or planted line cannot point anywhere else.
+enum JournalLine: Codable, Sendable, Equatable {
+    case put(JournalEntry)
+    case remove(URL)
+
+    /// The download the line is about.
+    var url: URL {
+        switch self {
+        case .put(let entry): return entry.url
+        case .remove(let url): return url
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey { case put, remove }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        if let entry = try container.decodeIfPresent(JournalEntry.self, forKey: .put) {
+            self = .put(entry)
+        } else {
+            self = .remove(try container.decode(URL.self, forKey: .remove))
+        }
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        switch self {
+        case .put(let entry): try container.encode(entry, forKey: .put)
+        case .remove(let url): try container.encode(url, forKey: .remove)
+        }
+    }
+}
+
+/// What the journal keeps of a download.
+struct JournalEntry: Codable, Sendable, Equatable {
+    /// A verified file being moved into the completed area under `name`: written before the move, so that a crash
+    /// in the middle of it is recognised at the next start.
+    struct Placement: Codable, Sendable, Equatable {
+        var name: String
+        var length: Int64
+        var md5: String?
+    }
+
+    var url: URL
+    var options: DownloadOptions
+    var state: DownloadState
+    /// The completed file's name in the completed area.
+    var filename: String?
+    var totalBytesExpected: Int64?
+    var md5: String?
+    var error: DownloadError?
+    var suggestedFilename: String?
+    var placement: Placement?
+
+    /// The entry of a record as it is now.
+    init(_ record: ReceiptRecord) {
+        let receipt = record.receipt
+        url = receipt.url
+        options = record.options
+        state = receipt.state
+        filename = receipt.state == .completed ? receipt.fileURL.lastPathComponent : nil
+        totalBytesExpected = receipt.totalBytesExpectedToWrite
+        md5 = receipt.md5
+        error = receipt.error
+        suggestedFilename = record.suggestedFilename
+    }
+
+    /// The entry written just before a verified file is moved to `name`.
+    init(placing url: URL, options: DownloadOptions, name: String, length: Int64, md5: String?, suggested: String?) {
+        self.url = url
+        self.options = options
+        state = .downloading
+        totalBytesExpected = length
+        suggestedFilename = suggested
+        placement = Placement(name: name, length: length, md5: md5)
+    }
+}

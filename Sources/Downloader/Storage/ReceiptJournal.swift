@@ -1,0 +1,331 @@
+import Dispatch
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The receipts of a manager as an append-only journal: one line per change, `URL<TAB>JSON`, so a change costs the
+/// bytes of that change, not of every receipt. A line is on disk (`write(2)` returned) before `appendNow` returns, so
+/// a `kill -9` loses nothing written; `fdatasync` runs at most once a second and at `close()`, so a power loss loses
+/// at most the last second. The journal keeps, in memory, where each download's latest line is; when the file holds
+/// more than twice the live lines it is rewritten with just them (atomically, by copying those bytes), which keeps its
+/// size proportional to the receipts and costs amortised O(1) per change.
+///
+/// A placement line (a verified file about to move) sticks to its download: a later line that is not `completed` (the
+/// manager's record may lag behind the transfer) is written with the placement, until a completed line or a removal
+/// supersedes it, so recovery always knows where a verified file may have gone.
+///
+/// A write that fails (a full disk) is undone (the file is cut back to its last whole line), reported through
+/// `lastSaveError` and the `onSaveError` handler, and retried with the next change and every second until it
+/// succeeds. All state is confined to one serial queue.
+final class ReceiptJournal: @unchecked Sendable {
+    let file: URL
+    /// The last error while saving, `nil` once a save succeeds again.
+    let lastSaveError = Locked<DownloadError?>(nil)
+    private let queue = DispatchQueue(label: "Downloader.ReceiptJournal")
+    private let onSaveError: @Sendable (DownloadError?) -> Void
+
+    // Queue-confined.
+    private var fd: Int32 = -1
+    /// Bytes in the file (all whole lines).
+    private var fileBytes = 0
+    /// Where each live download's latest line is in the file, in the order downloads first appeared.
+    private var index: [String: Range<Int>] = [:]
+    private var order: [String] = []
+    private var liveBytes = 0
+    /// Placements of verified files written and not yet superseded by a completed line or a removal.
+    private var placements: [String: JournalEntry.Placement] = [:]
+    /// Lines not written yet, in order; a download's newer line replaces its older one in place.
+    private var unsaved: [(key: String, line: Data, isRemoval: Bool)?] = []
+    private var unsavedPosition: [String: Int] = [:]
+    private var syncScheduled = false
+    private var retryScheduled = false
+    private var isClosed = false
+
+    private init(file: URL, onSaveError: @escaping @Sendable (DownloadError?) -> Void) {
+        self.file = file
+        self.onSaveError = onSaveError
+    }
+
+    /// Opens (creating with mode 0600) and reads a journal.
+    /// - Parameters:
+    ///   - file: the journal.
+    ///   - onSaveError: told when saving starts failing (with the error) and when it works again (`nil`).
+    /// - Returns: the journal, the latest entry of each download still present (in the order they first appeared),
+    ///   and a description of lines that could not be read (skipped), if any.
+    /// - Throws: `DownloadError.fileSystem` when the file cannot be opened.
+    static func open(
+        _ file: URL, onSaveError: @escaping @Sendable (DownloadError?) -> Void = { _ in }
+    ) throws(DownloadError) -> (journal: ReceiptJournal, entries: [JournalEntry], problem: String?) {
+        let journal = ReceiptJournal(file: file, onSaveError: onSaveError)
+        let data = readRegularFile(file)
+        var skipped = 0
+        var wholeBytes = 0
+        var removed = Set<String>()
+        data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
+            guard let base = bytes.baseAddress else { return }
+            func find(_ byte: UInt8, from: Int, to: Int) -> Int? {
+                memchr(base + from, Int32(byte), to - from).map { $0 - UnsafeMutableRawPointer(mutating: base) }
+            }
+            var start = 0
+            while start < bytes.count {
+                guard let newline = find(0x0a, from: start, to: bytes.count) else { break }  // torn by a crash: dropped
+                defer { start = newline + 1 }
+                wholeBytes = newline + 1
+                guard let tab = find(0x09, from: start, to: newline) else {
+                    skipped += 1
+                    continue
+                }
+                let key = String(decoding: bytes[start..<tab], as: UTF8.self)
+                if journal.index[key] == nil { journal.order.append(key) }
+                journal.index[key] = start..<(newline + 1)
+                // A removal line is recognised without decoding: `{"remove":…}`.
+                if bytes[(tab + 1)...].starts(with: Array(#"{"remove""#.utf8)) {
+                    removed.insert(key)
+                } else {
+                    removed.remove(key)
+                }
+            }
+        }
+        // Only each download's latest line is decoded.
+        let decoder = JSONDecoder()
+        var entries: [JournalEntry] = []
+        for key in journal.order {
+            guard let range = journal.index[key] else { continue }
+            guard !removed.contains(key) else {
+                journal.index[key] = nil
+                continue
+            }
+            let json = data[(data[range].firstIndex(of: 0x09)! + 1)..<(range.upperBound - 1)]
+            guard case .put(let entry)? = try? decoder.decode(JournalLine.self, from: json) else {
+                skipped += 1
+                journal.index[key] = nil
+                continue
+            }
+            entries.append(entry)
+            journal.liveBytes += range.count
+            if let placement = entry.placement { journal.placements[key] = placement }
+        }
+        journal.order.removeAll { journal.index[$0] == nil }
+        try journal.openForAppending(truncatingTo: wholeBytes)
+        journal.queue.sync { journal.compactIfLarge() }
+        let problem = skipped > 0 ? "\(skipped) unreadable line\(skipped == 1 ? "" : "s") in \(file.path) skipped" : nil
+        return (journal, entries, problem)
+    }
+
+    /// Appends lines without waiting; lines given in one call are written with one `write(2)`.
+    func append(_ lines: [JournalLine]) {
+        guard !lines.isEmpty else { return }
+        queue.async { [self] in write(lines) }
+    }
+
+    /// Appends lines and returns once they are written (for the placement of a verified file, which must be on record
+    /// before the file moves).
+    func appendNow(_ lines: [JournalLine]) {
+        queue.sync { write(lines) }
+    }
+
+    /// Returns once every line handed over so far is written (or has failed and waits for a retry).
+    func flush() {
+        queue.sync {}
+    }
+
+    /// Rewrites the journal with exactly these entries (taking over an old layout).
+    func rewrite(_ entries: [JournalEntry]) {
+        queue.sync {
+            index = [:]
+            order = []
+            liveBytes = 0
+            write(entries.map(JournalLine.put))
+            compact()
+        }
+    }
+
+    /// Flushes to stable storage and closes the file. Later appends are dropped.
+    func close() {
+        queue.sync {
+            guard !isClosed else { return }
+            writeUnsaved()
+            if fd >= 0 {
+                _ = syncData(fd)
+                _ = posixClose(fd)
+            }
+            fd = -1
+            isClosed = true
+        }
+    }
+
+    // MARK: - Queue
+
+    private static func readRegularFile(_ file: URL) -> Data {
+        // Only a regular file is read (a device such as /dev/full would never end).
+        var info = stat()
+        guard stat(file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return Data() }
+        return (try? Data(contentsOf: file)) ?? Data()
+    }
+
+    private func openForAppending(truncatingTo length: Int) throws(DownloadError) {
+        let descriptor = posixOpen(file.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw .fileSystem(file, reason: "cannot open \(file.path): \(POSIXError.current.localizedDescription)")
+        }
+        _ = fchmod(descriptor, 0o600)
+        _ = ftruncate(descriptor, off_t(length))  // drops a line torn by a crash
+        fd = descriptor
+        fileBytes = length
+    }
+
+    /// Queues new lines after any that are still unsaved, then writes them all.
+    private func write(_ lines: [JournalLine]) {
+        guard !isClosed else { return }
+        for line in lines.map(withPlacement) {
+            let key = line.url.absoluteString
+            var data = Data(key.utf8)
+            data.append(0x09)
+            data.append(line.json())
+            data.append(0x0a)
+            var isRemoval = false
+            if case .remove = line { isRemoval = true }
+            if let position = unsavedPosition[key] { unsaved[position] = nil }
+            unsavedPosition[key] = unsaved.count
+            unsaved.append((key, data, isRemoval))
+        }
+        writeUnsaved()
+    }
+
+    /// Applies the placement rule: a line carries the pending placement of its download until one supersedes it.
+    private func withPlacement(_ line: JournalLine) -> JournalLine {
+        let key = line.url.absoluteString
+        guard case .put(var entry) = line else {
+            placements[key] = nil
+            return line
+        }
+        if let placement = entry.placement {
+            placements[key] = placement
+        } else if entry.state == .completed {
+            placements[key] = nil
+        } else if let placement = placements[key] {
+            entry.placement = placement
+            return .put(entry)
+        }
+        return line
+    }
+
+    /// Writes every unsaved line with one `write(2)`; on failure the file is cut back to its last whole line.
+    private func writeUnsaved() {
+        guard !unsaved.isEmpty, fd >= 0 else { return }
+        var batch = Data()
+        for case let item? in unsaved { batch.append(item.line) }
+        do {
+            try batch.withUnsafeBytes { try AtomicFile.writeAll(fd, $0) }
+        } catch {
+            _ = ftruncate(fd, off_t(fileBytes))
+            report(.fileSystem(file, reason: "cannot save the receipts in \(file.path): \(error.localizedDescription)"))
+            scheduleRetry()
+            return
+        }
+        var offset = fileBytes
+        for case let item? in unsaved {
+            let range = offset..<(offset + item.line.count)
+            offset = range.upperBound
+            liveBytes -= index[item.key]?.count ?? 0
+            if item.isRemoval {
+                index[item.key] = nil
+            } else {
+                if index[item.key] == nil { order.append(item.key) }
+                index[item.key] = range
+                liveBytes += range.count
+            }
+        }
+        fileBytes = offset
+        unsaved.removeAll()
+        unsavedPosition.removeAll()
+        report(nil)
+        scheduleSync()
+        compactIfLarge()
+    }
+
+    private func report(_ error: DownloadError?) {
+        let changed = lastSaveError.withLock { last -> Bool in
+            defer { last = error }
+            return (last == nil) != (error == nil)
+        }
+        if changed { onSaveError(error) }
+    }
+
+    private func scheduleSync() {
+        guard !syncScheduled else { return }
+        syncScheduled = true
+        queue.asyncAfter(deadline: .now() + 1) { [self] in
+            syncScheduled = false
+            if fd >= 0 { _ = syncData(fd) }
+        }
+    }
+
+    private func scheduleRetry() {
+        guard !retryScheduled else { return }
+        retryScheduled = true
+        queue.asyncAfter(deadline: .now() + 1) { [self] in
+            retryScheduled = false
+            writeUnsaved()
+        }
+    }
+
+    /// Compacts once the file is more than twice its live lines (and at least 256 KiB): each line is copied a bounded
+    /// number of times, so the cost is amortised O(1) per change.
+    private func compactIfLarge() {
+        guard fd >= 0, fileBytes > 256 << 10, fileBytes > 2 * liveBytes else { return }
+        compact()
+    }
+
+    /// Atomically replaces the file with each live download's latest line, copied as bytes (nothing is decoded).
+    private func compact() {
+        let data = Self.readRegularFile(file)
+        order.removeAll { index[$0] == nil }
+        var content = Data()
+        var moved: [String: Range<Int>] = [:]
+        for key in order {
+            guard let range = index[key], range.upperBound <= data.count else { continue }
+            moved[key] = content.count..<(content.count + range.count)
+            content.append(data[range])
+        }
+        do {
+            try AtomicFile.write(content, to: file, mode: 0o600, durable: true)
+        } catch {
+            report(
+                .fileSystem(file, reason: "cannot rewrite the receipts in \(file.path): \(error.localizedDescription)"))
+            return
+        }
+        if fd >= 0 { _ = posixClose(fd) }
+        fd = -1
+        try? openForAppending(truncatingTo: content.count)
+        index = moved
+        order.removeAll { moved[$0] == nil }
+        liveBytes = content.count
+    }
+}
+
+@inline(__always)
+private func posixOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
+    open(path, flags, mode)
+}
+
+@inline(__always)
+private func posixClose(_ fd: Int32) -> Int32 {
+    close(fd)
+}
+
+/// `fdatasync(2)` where there is one, else `fsync(2)`.
+@inline(__always)
+func syncData(_ fd: Int32) -> Int32 {
+    #if os(Linux)
+        return fdatasync(fd)
+    #else
+        return fsync(fd)
+    #endif
+}

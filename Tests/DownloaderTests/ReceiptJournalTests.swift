@@ -1,0 +1,109 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+@Suite("ReceiptJournal")
+struct ReceiptJournalTests {
+    static let url = URL(string: "http://127.0.0.1:1/file")!
+
+    func entry(_ state: DownloadState, _ url: URL = Self.url) -> JournalEntry {
+        JournalEntry(
+            ReceiptRecord(
+                receipt: DownloadReceipt(url: url, filename: "file", fileURL: URL(fileURLWithPath: "/x"), state: state),
+                options: DownloadOptions()))
+    }
+
+    @Test("A placement sticks to its download until a completed line or a removal supersedes it")
+    func placementSticks() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let file = directory.url.appendingPathComponent("journal")
+        let journal = try ReceiptJournal.open(file).journal
+        let placing = JournalEntry(
+            placing: Self.url, options: DownloadOptions(), name: "file", length: 10, md5: nil, suggested: nil)
+        journal.appendNow([.put(placing)])
+        journal.appendNow([.put(entry(.downloading))])  // the manager's record, lagging behind the transfer
+        journal.close()
+        #expect(try ReceiptJournal.open(file).entries.first?.placement?.name == "file")
+
+        let again = try ReceiptJournal.open(file).journal
+        again.appendNow([.put(entry(.completed))])
+        again.appendNow([.put(entry(.suspended))])
+        again.close()
+        #expect(try ReceiptJournal.open(file).entries.first?.placement == nil, "completed superseded it")
+    }
+
+    @Test("Thousands of changes to a few receipts keep the file proportional to the receipts (compaction)")
+    func compaction() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let file = directory.url.appendingPathComponent("journal")
+        let journal = try ReceiptJournal.open(file).journal
+        let urls = (0..<10).map { URL(string: "http://127.0.0.1:1/\($0)")! }
+        var largest: Int64 = 0
+        for round in 0..<5_000 {
+            journal.append([.put(entry(round % 2 == 0 ? .downloading : .suspended, urls[round % 10]))])
+            if round % 500 == 0 {
+                journal.flush()
+                largest = max(largest, fileSize(file) ?? 0)
+            }
+        }
+        journal.close()
+        let one = try JSONEncoder().encode(JournalLine.put(entry(.suspended, urls[0]))).count + 1
+        #expect(largest < 300 * 1024 + 2 * 10 * one, "compacted: never far above 256 KiB for 10 receipts")
+        let (_, entries, problem) = try ReceiptJournal.open(file)
+        #expect(entries.count == 10 && problem == nil)
+        // The last change of receipt i was in round 4990 + i: even rounds wrote downloading, odd ones suspended.
+        #expect(
+            entries.allSatisfy { $0.state == (Int($0.url.lastPathComponent)! % 2 == 0 ? .downloading : .suspended) })
+    }
+}
+
+@Suite("JournalLine JSON")
+struct JournalLineTests {
+    /// Awkward text: quotes, backslashes, control characters, tabs, non-ASCII, emoji, empty.
+    static let strings = [
+        "", "plain", "a\"b", "back\\slash", "tab\there", "new\nline", "\u{1}\u{1f}", "é ü 字", "🍏", "{}[],:",
+    ]
+
+    @Test("Hand-written lines decode with JSONDecoder to exactly the entries they were written from")
+    func roundTrip() throws {
+        var random = SeededGenerator(seed: 7)
+        func text() -> String {
+            Self.strings.randomElement(using: &random)! + Self.strings.randomElement(using: &random)!
+        }
+        let decoder = JSONDecoder()
+        for index in 0..<2_000 {
+            let url = URL(string: "http://127.0.0.1:1/f\(index)?q=\(index)")!
+            var options = DownloadOptions(
+                headers: Dictionary(
+                    uniqueKeysWithValues: (0..<Int.random(in: 0...3, using: &random)).map {
+                        ("H\($0)\(text())", text())
+                    }),
+                expectedMD5: Bool.random(using: &random) ? String(repeating: "a", count: 32) : nil,
+                naming: [nil, .md5OfURL, .suggested, .custom(text())].randomElement(using: &random)!,
+                computesMD5: Bool.random(using: &random))
+            if Bool.random(using: &random) { options.headers["Authorization"] = "Bearer \(text())" }
+            var entry = JournalEntry(
+                ReceiptRecord(
+                    receipt: DownloadReceipt(
+                        url: url, filename: text(), fileURL: URL(fileURLWithPath: "/x/\(index)"),
+                        state: DownloadState.allCases.randomElement(using: &random)!,
+                        totalBytesExpectedToWrite: Bool.random(using: &random)
+                            ? Int64.random(in: 0...Int64.max, using: &random) : nil,
+                        md5: Bool.random(using: &random) ? text() : nil,
+                        error: Bool.random(using: &random) ? .httpStatus(503, url: url, retryAfter: 1.5) : nil),
+                    options: options, suggestedFilename: Bool.random(using: &random) ? text() : nil))
+            if Bool.random(using: &random) {
+                entry.placement = JournalEntry.Placement(
+                    name: text(), length: Int64.random(in: 0...1 << 40, using: &random), md5: nil)
+            }
+            for line in [JournalLine.put(entry), .remove(url)] {
+                let decoded = try decoder.decode(JournalLine.self, from: line.json())
+                #expect(decoded == line, "line \(index)")
+            }
+        }
+    }
+}

@@ -1,0 +1,166 @@
+import Downloader
+import Foundation
+import HTTPTestServer
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `dl`'s state, tried as issue #12 describes: two processes on one folder, a file named like the state, `kill -9`
+/// during many small files, secrets, and what a successful run leaves behind.
+@Suite("dl state")
+final class DLStateTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var work: URL { workspace.directory }
+
+    init() throws {
+        workspace = try TestWorkspace(prefix: "dl-state")
+    }
+
+    var dir: URL { work.appendingPathComponent("out") }
+
+    func md5(_ path: String) throws -> String {
+        MD5.hash(data: try Data(contentsOf: URL(fileURLWithPath: path))).hexString
+    }
+
+    /// Everything in DIR, hidden entries included, as paths relative to it.
+    func entries() -> [String] {
+        (FileManager.default.enumerator(atPath: dir.path)?.allObjects as? [String] ?? []).sorted()
+    }
+
+    @Test("A second dl on the same directory says so and exits 1; with --wait it waits and then delivers")
+    func secondProcess() async throws {
+        // The first response stalls for a minute: the first dl surely holds the directory meanwhile.
+        let slow = server.url("/bytes/shared?size=400000&stallAfter=100000&stall=60&stallCount=1")
+        let first = try DLProcess(["--dir", dir.path, slow.absoluteString], in: work)
+        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 100_000 })
+        let second = try await DLProcess.run(["--dir", dir.path, slow.absoluteString], in: work)
+        #expect(second.status == 1)
+        #expect(second.stderr.contains("another dl is using \(dir.path)"), "\(second.stderr)")
+        #expect(second.stdout.isEmpty)
+
+        let waiting = try DLProcess(["--wait", "--dir", dir.path, slow.absoluteString], in: work)
+        #expect(await waiting.waitForStderr(containing: "waiting for it", timeout: .seconds(60)))
+        first.send(SIGINT)  // the first suspends, saves and lets go; the waiting one resumes its bytes by Range
+        let firstOutcome = await first.wait()
+        let waitingOutcome = await waiting.wait()
+        #expect(
+            firstOutcome.status == 130 && waitingOutcome.status == 0, "\(firstOutcome.stderr) \(waitingOutcome.stderr)")
+        #expect(waitingOutcome.lines == [dir.appendingPathComponent("shared").path])
+        #expect(try md5(waitingOutcome.lines.first ?? "") == TestContent(name: "shared", size: 400_000).md5.hexString)
+        #expect((server.requests.filter { $0.method == "GET" }.last?.rangeStart ?? 0) > 0, "resumed, not refetched")
+        #expect(entries() == ["shared"])
+    }
+
+    @Test("Two dl processes with overlapping lists of small files: every printed path is verified, no (1) copies")
+    func overlappingProcesses() async throws {
+        let urls = (0..<120).map { server.url("/bytes/o\($0)?size=3000&rate=300000").absoluteString }
+        let a = try DLProcess(["--wait", "--dir", dir.path] + Array(urls[0..<80]), in: work)
+        let b = try DLProcess(["--wait", "--dir", dir.path] + Array(urls[40..<120]), in: work)
+        let outcomes = [await a.wait(), await b.wait()]
+        for outcome in outcomes {
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+            for path in outcome.lines {
+                let name = URL(fileURLWithPath: path).lastPathComponent
+                #expect(try md5(path) == TestContent(name: name, size: 3000).md5.hexString)
+            }
+        }
+        #expect(Set(outcomes[0].lines).count == 80 && Set(outcomes[1].lines).count == 80)
+        #expect(entries().filter { !$0.hasPrefix(".dl") }.sorted() == (0..<120).map { "o\($0)" }.sorted())
+    }
+
+    @Test(
+        "A downloaded file named like the state is just a file; the state survives it",
+        arguments: ["receipts.json", ".dl"])
+    func fileNamedLikeState(name: String) async throws {
+        let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let planted = server.url("/bytes/planted?size=2000&filename=\(encoded)")
+        let direct = server.url("/bytes/receipts.json?size=1500")
+        let other = server.url("/bytes/other?size=1000&stallAfter=500&stall=60&stallCount=1")
+        // A run that is interrupted keeps state; the planted files arrive meanwhile.
+        let running = try DLProcess(
+            ["--dir", dir.path, other.absoluteString, planted.absoluteString, direct.absoluteString], in: work)
+        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 500 + 2000 + 1500 })
+        running.send(SIGINT)
+        let interrupted = await running.wait()
+        #expect(interrupted.status == 130)
+        #expect(interrupted.lines.count == 2, "both planted files were delivered: \(interrupted.stderr)")
+        let delivered = Set(try interrupted.lines.map { try md5($0) })
+        let expected = Set(
+            [TestContent(name: "planted", size: 2000), TestContent(name: "receipts.json", size: 1500)].map(
+                \.md5.hexString))
+        #expect(delivered == expected)
+        #expect(interrupted.lines.allSatisfy { !$0.contains("/.dl/") })
+        let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
+        #expect(list.status == 0)
+        #expect(list.stdout.contains(other.absoluteString), "the interrupted download is still known: \(list.stdout)")
+        let rerun = try await DLProcess.run(["--dir", dir.path, other.absoluteString], in: work)
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        #expect(server.requests.filter { $0.path == "/bytes/other" && $0.method == "GET" }.last?.rangeStart == 500)
+    }
+
+    @Test("kill -9 at random moments during 1,000 small files, then a rerun: nothing finished is fetched again, no (1)")
+    func killDuringManySmallFiles() async throws {
+        let count = 1000
+        // 50 ms each, 8 at a time: the last kill point leaves seconds of work, however slow the machine is to kill.
+        let urls = (0..<count).map { server.url("/bytes/k\($0)?size=2000&rate=40000").absoluteString }
+        var random = SeededGenerator(seed: 12)
+        // Kill points inside the work (a run that finished everything would leave no state, by design).
+        for range in [150..<250, 400..<500, 650..<750] {
+            let target = Int.random(in: range, using: &random)
+            let process = try DLProcess(["--quiet", "--max-active", "8", "--dir", dir.path] + urls, in: work)
+            #expect(await server.waitUntil(timeout: .seconds(60)) { $0.requests.count >= target })
+            process.send(SIGKILL)
+            #expect(await process.wait().status == 128 + SIGKILL, "killed mid-run, not finished")
+        }
+        let finished = Set(entries().filter { !$0.hasPrefix(".") })
+        let before = server.requests.count
+        let rerun = try await DLProcess.run(["--quiet", "--max-active", "8", "--dir", dir.path] + urls, in: work)
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        #expect(rerun.lines.count == count)
+        let files = entries().filter { !$0.hasPrefix(".") }
+        #expect(files.count == count, "no (1) copies: \(files.filter { $0.contains("(") }.prefix(5))")
+        let refetched = server.requests.dropFirst(before).filter {
+            $0.method == "GET" && finished.contains(String($0.path.dropFirst("/bytes/".count)))
+        }
+        #expect(
+            refetched.isEmpty, "files finished before a kill were fetched again: \(refetched.prefix(5).map(\.path))")
+        for path in rerun.lines.prefix(50) {
+            let name = URL(fileURLWithPath: path).lastPathComponent
+            #expect(try md5(path) == TestContent(name: name, size: 2000).md5.hexString)
+        }
+    }
+
+    @Test("A successful run leaves only the downloaded files in DIR, like wget and aria2c")
+    func nothingLeftBehind() async throws {
+        let outcome = try await DLProcess.run(
+            [
+                "--dir", dir.path, server.url("/bytes/a?size=1000").absoluteString,
+                server.url("/bytes/b?size=2000").absoluteString,
+            ],
+            in: work)
+        #expect(outcome.status == 0)
+        #expect(entries() == ["a", "b"])
+    }
+
+    @Test("Credentials in URLs never appear in messages or --list")
+    func redaction() async throws {
+        let port = server.port
+        let secret = "http://alice:s3cret@127.0.0.1:\(port)/status/404"
+        let failed = try await DLProcess.run(["--dir", dir.path, "--retries", "0", secret], in: work)
+        #expect(failed.status == 1)
+        #expect(!failed.stderr.contains("s3cret") && failed.stderr.contains("alice:***@"), "\(failed.stderr)")
+        let stalled =
+            "http://bob:hunter2@127.0.0.1:\(port)/bytes/cred?size=100000&stallAfter=1000&stall=60&stallCount=1"
+        let running = try DLProcess(["--dir", dir.path, stalled], in: work)
+        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 1000 })
+        running.send(SIGTERM)
+        _ = await running.wait()
+        let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
+        #expect(list.stdout.contains("bob:***@") && !list.stdout.contains("hunter2"), "\(list.stdout)")
+    }
+}
