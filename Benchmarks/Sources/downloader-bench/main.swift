@@ -2,10 +2,14 @@
 //
 //   swift run --package-path Benchmarks -c release downloader-bench md5 FILE [FILE...]
 //   swift run --package-path Benchmarks -c release downloader-bench queue [COUNT]
+//   swift run --package-path Benchmarks -c release downloader-bench state [COUNT]
 //
 // `md5` prints "<hex digest>  <file>  <seconds> s  <MiB/s>" per file, like md5sum plus timing.
 // `queue` times the manager's waiting queue: COUNT (default 20000) URLs wait behind one slot that a silent local
 // server holds, then `suspendAll()` and `resumeAll()`; it prints "enqueue S s  suspendAll S s  resumeAll S s".
+// `state` measures the saved state with COUNT (default 10000) receipts: the time to open the directory (median of 5)
+// and the bytes written to the journal per change (100 single removals); it prints
+// "open S s  per-change B bytes  journal B bytes".
 import Downloader
 import Foundation
 
@@ -64,6 +68,42 @@ func silentListener() -> (descriptor: Int32, port: Int) {
     return (fd, Int(UInt16(bigEndian: address.sin_port)))
 }
 
+/// Measures opening a directory with `count` receipts and the journal bytes one change costs.
+func stateBenchmark(count: Int) async throws {
+    let (listener, port) = silentListener()
+    defer { close(listener) }
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("state-bench-\(UUID().uuidString)")
+    defer { try? FileManager.default.removeItem(at: directory) }
+    var configuration = DownloadManager.Configuration(directory: directory)
+    configuration.maximumActiveDownloads = 1
+    configuration.stallTimeout = 600
+    let urls = (0..<count).map { URL(string: "http://127.0.0.1:\(port)/s/\($0)")! }
+    let first = try DownloadManager(configuration: configuration)
+    for url in urls { await first.enqueue(url) }
+    await first.suspendAll()
+    await first.shutdown()
+
+    var opens: [Double] = []
+    for _ in 0..<5 {
+        let start = DispatchTime.now().uptimeNanoseconds
+        let manager = try DownloadManager(configuration: configuration)
+        opens.append(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9)
+        guard await manager.allReceipts.count == count else { fatalError("receipts lost") }
+        await manager.shutdown()
+    }
+    let journal = directory.appendingPathComponent(".downloader/journal")
+    func size() -> Int { (try? FileManager.default.attributesOfItem(atPath: journal.path)[.size] as? Int) ?? 0 }
+    let manager = try DownloadManager(configuration: configuration)
+    let before = size()
+    for url in urls.prefix(100) { await manager.remove(url) }  // 100 changes, each saved on its own
+    await manager.shutdown()
+    let perChange = Double(size() - before) / 100
+    print(
+        String(
+            format: "open %.3f s  per-change %.0f bytes  journal %d bytes  (%d receipts)", opens.sorted()[2], perChange,
+            before, count))
+}
+
 /// Times enqueue of `count` waiting downloads, then `suspendAll()` and `resumeAll()`.
 func queueBenchmark(count: Int) async throws {
     let (listener, port) = silentListener()
@@ -107,6 +147,9 @@ case "md5":
             exit(1)
         }
     }
+case "state":
+    let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 10_000
+    try await stateBenchmark(count: count)
 case "queue":
     let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
     try await queueBenchmark(count: count)
