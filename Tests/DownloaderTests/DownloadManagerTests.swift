@@ -151,6 +151,7 @@ final class DownloadManagerTests: Sendable {
 
         let second = try makeManager(directory: crash.url, window: 65_536)
         let loaded = await second.allReceipts
+        #expect(loaded.map(\.url) == urls, "in the order they were first requested, also after a restart")
         #expect(loaded.count == 3 && loaded.allSatisfy { $0.state == .suspended })
         let partials = loaded.map(\.totalBytesWritten)
         #expect(partials.contains { $0 > 0 })

@@ -255,7 +255,10 @@ extension DownloadManager {
     func saveReceipts() {
         receiptsSaveScheduled = false
         guard !unsavedURLs.isEmpty else { return }
-        let lines = unsavedURLs.map { url in book[url].map { JournalLine.put(JournalEntry($0)) } ?? .remove(url) }
+        // In request order: the journal's order is what `allReceipts` shows after a restart.
+        let lines = book.inRequestOrder(unsavedURLs).map { url in
+            book[url].map { JournalLine.put(JournalEntry($0)) } ?? .remove(url)
+        }
         unsavedURLs.removeAll()
         journal?.append(lines)
     }

@@ -38,6 +38,11 @@ struct ReceiptBook<Key: Hashable> {
     /// The records in request order.
     var all: [ReceiptRecord] { order.compactMap { $0.flatMap { records[$0] } } }
 
+    /// `keys` in request order, keys that are no longer in the book first.
+    func inRequestOrder(_ keys: some Collection<Key>) -> [Key] {
+        keys.sorted { (position[$0] ?? -1) < (position[$1] ?? -1) }
+    }
+
     private mutating func compactIfSparse() {
         guard order.count > 64, order.count > 2 * records.count else { return }
         order = order.filter { $0 != nil }
