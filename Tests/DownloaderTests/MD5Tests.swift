@@ -43,22 +43,6 @@ private func referenceMD5(_ message: [UInt8]) -> String {
         .map { String(format: "%02x", $0) }.joined()
 }
 
-/// Deterministic pseudo-random bytes (splitmix64), so failures are reproducible.
-private func pseudoRandomBytes(count: Int, seed: UInt64) -> [UInt8] {
-    var state = seed
-    var out = [UInt8]()
-    out.reserveCapacity(count)
-    while out.count < count {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        z ^= z >> 31
-        for i in 0..<8 where out.count < count { out.append(UInt8(truncatingIfNeeded: z >> (8 * UInt64(i)))) }
-    }
-    return out
-}
-
 @Suite("MD5")
 struct MD5Tests {
     @Test(
@@ -162,15 +146,7 @@ struct MD5Tests {
         try Data(bytes).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/md5sum")
-        process.arguments = [file.path]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let md5sum = String(decoding: output, as: UTF8.self).split(separator: " ").first.map(String.init)
+        let md5sum = try systemDigest("/usr/bin/md5sum", of: file)
 
         var streamed = MD5()
         var offset = 0

@@ -18,13 +18,11 @@ import Foundation
 public struct MD5: Sendable {
     /// The four chaining words A, B, C, D.
     var state: (UInt32, UInt32, UInt32, UInt32) = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476)
-    /// How many bytes have been hashed so far, pending ones included.
-    public internal(set) var byteCount: UInt64 = 0
-    /// The bytes of an incomplete block, waiting for more input (inline storage: no heap allocation).
-    var pending: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    /// The partial block and the byte count.
+    var buffer = BlockBuffer()
 
-    /// The number of bytes of the partial block held in `pending`.
-    var pendingCount: Int { Int(byteCount & 63) }
+    /// How many bytes have been hashed so far.
+    public var byteCount: UInt64 { buffer.byteCount }
 
     /// Creates a hasher with the initial MD5 state.
     public init() {}
@@ -40,35 +38,9 @@ public struct MD5: Sendable {
     /// Adds the bytes of a raw buffer to the hash.
     /// - Parameter bufferPointer: the bytes; whole blocks are read from it in place.
     public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
-        guard var input = bufferPointer.baseAddress, bufferPointer.count > 0 else { return }
-        var remaining = bufferPointer.count
-        let used = pendingCount
-        byteCount &+= UInt64(remaining)
-
-        if used > 0 {
-            let take = min(64 - used, remaining)
-            withUnsafeMutableBytes(of: &pending) { block in
-                block.baseAddress!.advanced(by: used).copyMemory(from: input, byteCount: take)
-            }
-            input += take
-            remaining -= take
-            guard used + take == 64 else { return }
-            withUnsafeBytes(of: pending) { block in
-                Self.compress(&state, blocks: block.baseAddress!, count: 1)
-            }
-        }
-
-        let wholeBlocks = remaining / 64
-        if wholeBlocks > 0 {
-            Self.compress(&state, blocks: input, count: wholeBlocks)
-            input += wholeBlocks * 64
-            remaining -= wholeBlocks * 64
-        }
-        if remaining > 0 {
-            withUnsafeMutableBytes(of: &pending) { block in
-                block.baseAddress!.copyMemory(from: input, byteCount: remaining)
-            }
-        }
+        var words = state
+        buffer.absorb(bufferPointer) { Self.compress(&words, blocks: $0, count: $1) }
+        state = words
     }
 
     /// Returns the digest of every byte added so far.
@@ -77,17 +49,8 @@ public struct MD5: Sendable {
     /// - Returns: the 16-byte digest.
     public func finalize() -> MD5Digest {
         var copy = self
-        let bitLength = byteCount &<< 3
-        // Padding: 0x80, zeros up to 56 mod 64, then the 64-bit little-endian bit length.
-        let used = pendingCount
-        let padLength = used < 56 ? 56 - used : 120 - used
-        var tail = [UInt8](repeating: 0, count: padLength + 8)
-        tail[0] = 0x80
-        withUnsafeBytes(of: bitLength.littleEndian) { length in
-            for i in 0..<8 { tail[padLength + i] = length[i] }
-        }
-        tail.withUnsafeBytes { copy.update(bufferPointer: $0) }
-        precondition(copy.pendingCount == 0, "MD5 padding must end on a block boundary")
+        buffer.padding(bigEndianLength: false).withUnsafeBytes { copy.update(bufferPointer: $0) }
+        precondition(copy.buffer.pendingCount == 0, "MD5 padding must end on a block boundary")
         return MD5Digest(words: copy.state)
     }
 
