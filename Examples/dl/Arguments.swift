@@ -9,8 +9,9 @@ struct UsageError: Error {
 /// The parsed command line of `dl`.
 struct Arguments {
     static let usage = """
-        usage: dl [--dir DIR] [--max-active N] [--lifo] [--md5 HEX] [--header 'Name: value']... [--retries N]
-                  [--naming suggested|md5] [--quiet] [--no-md5] [--wait] URL...
+        usage: dl [--dir DIR] [--max-active N] [--lifo] [--md5 HEX | --checksum ALG=HEX] [--checksum-file FILE
+                  [--checksum-optional]] [--header 'Name: value']... [--retries N] [--naming suggested|md5]
+                  [--quiet] [--no-md5] [--wait] URL...
                dl --list [--dir DIR]
 
         Downloads every URL into DIR (default ./downloads), several at once, resumably: run the same command again
@@ -21,7 +22,11 @@ struct Arguments {
           --max-active N     downloads at once (default 4)
           --lifo             start the most recently listed waiting URL first
           --md5 HEX          expected MD5 of the file (one URL only)
-          --no-md5           do not compute MD5s (faster; files are not verified)
+          --checksum ALG=HEX expected checksum (one URL): sha-256=…, sha256:…, sha-1=…, md5=…, or bare hex
+          --checksum-file F  check each URL against the line for its file name in F, the output of sha256sum,
+                             sha1sum or md5sum (or their --tag form); a URL without a line is an error
+          --checksum-optional  with --checksum-file: URLs without a line are downloaded unchecked
+          --no-md5           do not hash files (faster; only their length is checked)
           --header 'N: v'    an extra request header (repeatable)
           --retries N        retries of transient faults per URL (default 5)
           --naming MODE      suggested (server's or URL's name, default) or md5 (md5 of the URL)
@@ -36,6 +41,11 @@ struct Arguments {
     var maximumActive = 4
     var lifo = false
     var md5: String?
+    /// `--checksum`: the expected checksum of the one URL.
+    var checksum: Checksum?
+    /// `--checksum-file`: a list the URLs are checked against, by file name.
+    var checksumFile: ChecksumFile?
+    var checksumOptional = false
     var computesMD5 = true
     var headers: [String: String] = [:]
     var retries = 5
@@ -95,6 +105,27 @@ struct Arguments {
                 result.md5 = text
             case "--no-md5":
                 result.computesMD5 = false
+            case "--checksum":
+                let text = try value(for: flag, inline: inline)
+                do {
+                    result.checksum = try Checksum(parsing: text)
+                } catch {
+                    throw UsageError(message: "--checksum: \(error.reason)")
+                }
+            case "--checksum-file":
+                let path = try value(for: flag, inline: inline)
+                let text: String
+                do {
+                    text =
+                        path == "-"
+                        ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                        : try String(contentsOfFile: path, encoding: .utf8)
+                } catch {
+                    throw UsageError(message: "--checksum-file: cannot read \(path)")
+                }
+                result.checksumFile = try ChecksumFile(parsing: text)
+            case "--checksum-optional":
+                result.checksumOptional = true
             case "--header":
                 let text = try value(for: flag, inline: inline)
                 guard let colon = text.firstIndex(of: ":"), colon != text.startIndex else {
@@ -143,11 +174,23 @@ struct Arguments {
                 throw UsageError(message: "\(text): \(error.reason)")
             }
         }
-        if result.md5 != nil && !result.computesMD5 {
-            throw UsageError(message: "--md5 and --no-md5 contradict each other")
+        if let md5 = result.md5 {
+            guard result.checksum == nil else { throw UsageError(message: "--md5 and --checksum: give one") }
+            result.checksum = Checksum(md5: md5)
         }
-        if result.md5 != nil && result.urls.count != 1 {
-            throw UsageError(message: "--md5 applies to a single URL, but \(result.urls.count) were given")
+        if result.checksum != nil && !result.computesMD5 {
+            throw UsageError(message: "a checksum to verify and --no-md5 contradict each other")
+        }
+        if result.checksum != nil && result.urls.count != 1 {
+            throw UsageError(message: "--checksum and --md5 apply to a single URL, but \(result.urls.count) were given")
+        }
+        if let list = result.checksumFile, !result.checksumOptional {
+            for url in result.urls where list.checksum(for: url) == nil {
+                throw UsageError(
+                    message:
+                        "no checksum for \(url.lastPathComponent) in the --checksum-file (--checksum-optional allows that)"
+                )
+            }
         }
         return result
     }

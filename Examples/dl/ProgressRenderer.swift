@@ -44,10 +44,11 @@ final class ProgressRenderer: @unchecked Sendable {
                 if mode == .plain { writeError("dl: \(Self.displayName(receipt.url)): downloading\n") }
             case .completed, .failed, .suspended, .idle, .queued:
                 if lines.removeValue(forKey: receipt.url) != nil { order.removeAll { $0 == receipt.url } }
-                if mode == .plain && receipt.state == .completed {
-                    writeError(
-                        "dl: \(receipt.filename): done, \(Self.bytes(receipt.totalBytesWritten)), md5 \(receipt.md5 ?? "?")\n"
-                    )
+                if receipt.state == .completed && mode != .quiet {
+                    // What was checked, per file: a checksum compared, one computed only, or the length only.
+                    let checked = receipt.verification?.description ?? "verified"
+                    clearBars()
+                    writeError("dl: \(receipt.filename): done, \(Self.bytes(receipt.totalBytesWritten)), \(checked)\n")
                 }
             }
             redraw(force: true)

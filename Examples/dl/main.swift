@@ -80,17 +80,21 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         for await event in stream { renderer.handle(event) }
     }
 
-    let options = DownloadOptions(
-        headers: arguments.headers, expectedMD5: arguments.md5, naming: arguments.naming,
-        computesMD5: arguments.computesMD5)
-    for url in arguments.urls { await manager.enqueue(url, options: options) }  // queued in command-line order
+    var options: [URL: DownloadOptions] = [:]
+    for url in arguments.urls {
+        options[url] = DownloadOptions(
+            headers: arguments.headers, checksum: arguments.checksum ?? arguments.checksumFile?.checksum(for: url),
+            naming: arguments.naming, computesMD5: arguments.computesMD5)
+    }
+    for url in arguments.urls { await manager.enqueue(url, options: options[url]!) }  // in command-line order
+    let plan = options
     let urls = arguments.urls
     let failures = await withTaskGroup(of: Outcome.self, returning: Int.self) { group in
         for url in urls {
             group.addTask {
                 do {
                     return Outcome(
-                        url: url, path: try await manager.download(url, options: options).fileURL.path, reason: nil)
+                        url: url, path: try await manager.download(url, options: plan[url]!).fileURL.path, reason: nil)
                 } catch {
                     return Outcome(url: url, path: nil, reason: (error as? DownloadError)?.reason ?? "\(error)")
                 }

@@ -32,7 +32,7 @@ final class DownloadManagerLifecycleTests: Sendable {
         let manager = try makeManager()
         var random = SeededGenerator(seed: 11)
         var sent: Int64 = 0
-        for index in 0..<150 {
+        for index in 0..<(runsUnderSanitizer ? 40 : 150) {
             let name = "race\(index)"
             let url = server.url("/bytes/\(name)?size=20000&filename=\(name).bin")
             await manager.enqueue(url, options: DownloadOptions(naming: .suggested))

@@ -61,15 +61,46 @@ struct ContentDispositionTests {
 
 @Suite("Digest headers")
 struct DigestHeadersTests {
-    @Test("Content-MD5 wins; Digest md5= is found among other algorithms")
-    func parse() {
-        let empty = "d41d8cd98f00b204e9800998ecf8427e"
-        #expect(DigestHeaders.md5(contentMD5: "1B2M2Y8AsgTpgAmY7PhCfg==", digest: nil)?.hexString == empty)
+    static let emptyMD5 = Checksum(md5: "d41d8cd98f00b204e9800998ecf8427e")!
+    static let emptySHA256 = Checksum(
+        algorithm: .sha256, hexString: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")!
+    static let emptySHA1 = Checksum(algorithm: .sha1, hexString: "da39a3ee5e6b4b0d3255bfef95601890afd80709")!
+
+    func announced(
+        repr: String? = nil, digest: String? = nil, content: String? = nil, md5: String? = nil, whole: Bool = true
+    ) -> [Checksum] {
+        DigestHeaders.announced(
+            reprDigest: repr, digest: digest, contentDigest: content, contentMD5: md5, bodyIsWholeFile: whole)
+    }
+
+    @Test("Content-MD5, and Digest (RFC 3230) among other algorithms and spellings")
+    func contentMD5AndDigest() {
+        #expect(announced(md5: "1B2M2Y8AsgTpgAmY7PhCfg==") == [Self.emptyMD5])
+        #expect(announced(digest: "UNIXsum=30637, MD5=1B2M2Y8AsgTpgAmY7PhCfg==") == [Self.emptyMD5])
+        #expect(announced(digest: "md5=1B2M2Y8AsgTpgAmY7PhCfg==", md5: "garbage") == [Self.emptyMD5])
         #expect(
-            DigestHeaders.md5(contentMD5: nil, digest: "SHA-256=abc, MD5=1B2M2Y8AsgTpgAmY7PhCfg==")?.hexString == empty)
-        #expect(DigestHeaders.md5(contentMD5: "garbage", digest: "md5=1B2M2Y8AsgTpgAmY7PhCfg==")?.hexString == empty)
-        #expect(DigestHeaders.md5(contentMD5: nil, digest: "sha=1B2M2Y8AsgTpgAmY7PhCfg==") == nil)
-        #expect(DigestHeaders.md5(contentMD5: nil, digest: nil) == nil)
+            announced(digest: "SHA-256=47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=, SHA=2jmj7l5rSw0yVb/vlWAYkK/YBwk=")
+                == [Self.emptySHA256, Self.emptySHA1], "RFC 3230 calls SHA-1 'SHA'")
+        #expect(announced(digest: "sha=1B2M2Y8AsgTpgAmY7PhCfg==").isEmpty)
+        #expect(announced().isEmpty)
+    }
+
+    @Test("Repr-Digest and Content-Digest (RFC 9530): byte sequences, parameters, several algorithms")
+    func rfc9530() {
+        let repr =
+            "sha-512=:z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==:, sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:"
+        #expect(announced(repr: repr) == [Self.emptySHA256], "sha-512 is not computed here: skipped")
+        #expect(announced(repr: "sha-1=:2jmj7l5rSw0yVb/vlWAYkK/YBwk=:;q=1") == [Self.emptySHA1])
+        // A body's digest describes the file only when the body is the whole file.
+        let content = "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:"
+        #expect(announced(content: content, whole: true) == [Self.emptySHA256])
+        #expect(announced(content: content, md5: "1B2M2Y8AsgTpgAmY7PhCfg==", whole: false).isEmpty)
+        // Repr-Digest wins over a disagreeing Digest of the same algorithm; the strongest is preferred.
+        let all = announced(
+            repr: "md5=:1B2M2Y8AsgTpgAmY7PhCfg==:",
+            digest: "MD5=AAAAAAAAAAAAAAAAAAAAAA==, SHA=2jmj7l5rSw0yVb/vlWAYkK/YBwk=")
+        #expect(all == [Self.emptyMD5, Self.emptySHA1] && DigestHeaders.preferred(all) == Self.emptySHA1)
+        #expect(announced(repr: "sha-256=:tooshort:, sha-256=notbase64!!, =:x:, sha-256").isEmpty)
     }
 }
 

@@ -23,6 +23,10 @@ struct ParserFuzzTests {
         "120", "Sun, 06 Nov 1994 08:49:37 GMT", "Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994",
         "1B2M2Y8AsgTpgAmY7PhCfg==", "md5=1B2M2Y8AsgTpgAmY7PhCfg==, sha-256=abc", "..", "/", "\\\\server\\share\\x.exe",
         "normal.tar.gz", String(repeating: "é", count: 200) + ".bin", "a\u{0}b", "\u{202e}gpj.exe",
+        "sha-256=:47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=:, md5=:1B2M2Y8AsgTpgAmY7PhCfg==:;q=1",
+        "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+        "SHA-1=da39a3ee5e6b4b0d3255bfef95601890afd80709",
+        "d41d8cd98f00b204e9800998ecf8427e", "md5=:1B2M2Y8AsgTpgAmY7PhCfg==:",
     ]
 
     static let alphabet: [Character] = Array(
@@ -54,7 +58,7 @@ struct ParserFuzzTests {
     func fuzz() async throws {
         var random = SeededGenerator(seed: Self.seed)
         let directory = URL(fileURLWithPath: "/tmp/fuzz-root", isDirectory: true)
-        var accepted = (ranges: 0, names: 0, delays: 0, digests: 0)
+        var accepted = (ranges: 0, names: 0, delays: 0, digests: 0, checksums: 0)
         for iteration in 0..<Self.iterations {
             // Seconds of CPU: let the other tests' tasks run in between instead of holding a cooperative thread.
             if iteration % 256 == 0 { await Task.yield() }
@@ -77,7 +81,14 @@ struct ParserFuzzTests {
                 accepted.delays += 1
                 #expect(delay >= 0 && delay.isFinite, "\(input.debugDescription)")
             }
-            if DigestHeaders.md5(contentMD5: input, digest: input) != nil { accepted.digests += 1 }
+            let announced = DigestHeaders.announced(
+                reprDigest: input, digest: input, contentDigest: input, contentMD5: input, bodyIsWholeFile: true)
+            if !announced.isEmpty { accepted.digests += 1 }
+            #expect(announced.allSatisfy { $0.digest.count == $0.algorithm.digestLength })
+            if let checksum = try? Checksum(parsing: input) {
+                accepted.checksums += 1
+                #expect((try? Checksum(parsing: checksum.description)) == checksum, "\(input.debugDescription)")
+            }
             _ = try? URL.download(input)
 
             for candidate in [input, ContentDisposition.filename(from: input)].compactMap({ $0 }) {
@@ -95,6 +106,8 @@ struct ParserFuzzTests {
             }
         }
         // The generator reaches every parser's accepting paths, not only its rejections.
-        #expect(accepted.ranges > 0 && accepted.names > 0 && accepted.delays > 0 && accepted.digests > 0, "\(accepted)")
+        #expect(
+            accepted.ranges > 0 && accepted.names > 0 && accepted.delays > 0 && accepted.digests > 0
+                && accepted.checksums > 0, "\(accepted)")
     }
 }

@@ -22,7 +22,7 @@ struct ReceiptJournalTests {
         let file = directory.url.appendingPathComponent("journal")
         let journal = try ReceiptJournal.open(file).journal
         let placing = JournalEntry(
-            placing: Self.url, options: DownloadOptions(), name: "file", length: 10, md5: nil, suggested: nil)
+            placing: Self.url, options: DownloadOptions(), name: "file", length: 10, checksum: nil, suggested: nil)
         journal.appendNow([.put(placing)])
         journal.appendNow([.put(entry(.downloading))])  // the manager's record, lagging behind the transfer
         journal.close()
@@ -93,12 +93,18 @@ struct JournalLineTests {
                         state: DownloadState.allCases.randomElement(using: &random)!,
                         totalBytesExpectedToWrite: Bool.random(using: &random)
                             ? Int64.random(in: 0...Int64.max, using: &random) : nil,
-                        md5: Bool.random(using: &random) ? text() : nil,
+                        checksum: Bool.random(using: &random)
+                            ? Checksum(algorithm: .sha1, digest: Array(repeating: 7, count: 20)) : nil,
+                        verification: [
+                            nil, .lengthOnly, .unverified, .checksum(Checksum(md5: String(repeating: "e", count: 32))!),
+                        ]
+                        .randomElement(using: &random)!,
                         error: Bool.random(using: &random) ? .httpStatus(503, url: url, retryAfter: 1.5) : nil),
                     options: options, suggestedFilename: Bool.random(using: &random) ? text() : nil))
             if Bool.random(using: &random) {
                 entry.placement = JournalEntry.Placement(
-                    name: text(), length: Int64.random(in: 0...1 << 40, using: &random), md5: nil)
+                    name: text(), length: Int64.random(in: 0...1 << 40, using: &random),
+                    checksum: Bool.random(using: &random) ? Checksum(md5: String(repeating: "a", count: 32)) : nil)
             }
             for line in [JournalLine.put(entry), .remove(url)] {
                 let decoded = try decoder.decode(JournalLine.self, from: line.json())

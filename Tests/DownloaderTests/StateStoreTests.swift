@@ -114,7 +114,7 @@ final class StateStoreTests: Sendable {
         var md5 = MD5()
         md5.update(data: bytes)
         let saved = PartialState(
-            url: half, hashedLength: 80_000, md5: md5,
+            url: half, hashedLength: 80_000, hash: .md5(md5),
             validators: Validators(etag: content.etag, lastModified: nil), totalLength: 200_000, rangesSupported: true)
         try JSONEncoder().encode(saved).write(to: downloading.appendingPathComponent("\(key).part.json"))
         let old = """

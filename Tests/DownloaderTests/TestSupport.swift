@@ -3,6 +3,10 @@ import HTTPTestServer
 
 @testable import Downloader
 
+/// Whether the tests run under ThreadSanitizer (CI sets `TSAN_OPTIONS` for that stage): everything is 5–10 times
+/// slower, so the longest randomised loops run fewer rounds.
+let runsUnderSanitizer = ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil
+
 /// A fresh temporary directory, removed by `remove()`.
 struct TemporaryDirectory {
     let url: URL
@@ -93,4 +97,38 @@ func firstEvent(
         group.cancelAll()
         return first
     }
+}
+
+/// Deterministic pseudo-random bytes (splitmix64), so failures are reproducible.
+func pseudoRandomBytes(count: Int, seed: UInt64) -> [UInt8] {
+    var state = seed
+    var out = [UInt8]()
+    out.reserveCapacity(count)
+    while out.count < count {
+        state &+= 0x9e37_79b9_7f4a_7c15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
+        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
+        z ^= z >> 31
+        for i in 0..<8 where out.count < count { out.append(UInt8(truncatingIfNeeded: z >> (8 * UInt64(i)))) }
+    }
+    return out
+}
+
+/// The hex digest a system tool (`md5sum`, `sha256sum`, …) prints for a file.
+func systemDigest(_ tool: String, of file: URL) throws -> String? {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = [file.path]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try process.run()
+    let output = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: output, as: UTF8.self).split(separator: " ").first.map(String.init)
+}
+
+extension TransferResult {
+    /// The MD5 of the file, when it was hashed with MD5 (what most engine tests compare).
+    var md5: MD5Digest? { checksum?.algorithm == .md5 ? checksum.flatMap { MD5Digest(bytes: $0.digest) } : nil }
 }

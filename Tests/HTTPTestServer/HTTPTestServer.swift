@@ -111,11 +111,12 @@ public final class HTTPTestServer: Sendable {
     /// Waits until `condition` holds for the server's statistics, re-checked at every request, connection change and
     /// body chunk.
     /// - Parameters:
-    ///   - timeout: the deadline.
+    ///   - timeout: the deadline (default 60 s: generous, because it only ends a test that would otherwise hang, and
+    ///     an instrumented run on a loaded machine is slow).
     ///   - condition: evaluated under the server's lock; keep it quick and side-effect free.
     /// - Returns: `true` when the condition held, `false` when the deadline passed first.
     public func waitUntil(
-        timeout: Duration = .seconds(10), _ condition: @escaping @Sendable (ServerStatistics) -> Bool
+        timeout: Duration = .seconds(60), _ condition: @escaping @Sendable (ServerStatistics) -> Bool
     ) async -> Bool {
         let id = state.withLock { state -> Int in
             state.nextWaiterID += 1

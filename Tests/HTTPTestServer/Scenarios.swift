@@ -170,7 +170,17 @@ enum Router {
         case "bad": headers.append(("Content-MD5", MD5.hash(data: Array("not the content".utf8)).base64String))
         default: break
         }
-        if options["digest"] == "1" { headers.append(("Digest", "md5=\(digest(content).base64String)")) }
+        switch options["digest"] {
+        case "1": headers.append(("Digest", "md5=\(digest(content).base64String)"))
+        case "sha256": headers.append(("Digest", "SHA-256=\(content.sha256.base64String)"))
+        default: break
+        }
+        // repr=1 / repr=bad: RFC 9530 Repr-Digest with the right / a wrong SHA-256 (and an unknown sha-512 first).
+        switch options["repr"] {
+        case "1": headers.append(("Repr-Digest", "sha-512=:AAAA:, sha-256=:\(content.sha256.base64String):"))
+        case "bad": headers.append(("Repr-Digest", "sha-256=:\(SHA256.hash(data: Array("other".utf8)).base64String):"))
+        default: break
+        }
         if let filename = options["filename"] {
             headers.append(("Content-Disposition", "attachment; filename=\"\(filename)\""))
         }

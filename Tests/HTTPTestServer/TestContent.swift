@@ -90,6 +90,21 @@ public struct TestContent: Sendable, Hashable {
         return hasher.finalize()
     }
 
+    /// The SHA-256 of the whole contents, computed in 1 MiB pieces.
+    public var sha256: SHA256Digest {
+        var hasher = SHA256()
+        let piece = 1 << 20
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: piece, alignment: 8)
+        defer { buffer.deallocate() }
+        var offset = 0
+        while offset < size {
+            let count = fill(buffer, from: offset)
+            hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            offset += count
+        }
+        return hasher.finalize()
+    }
+
     /// The strong entity tag the server sends for this version (quoted).
     public var etag: String {
         let text = String(seed ^ UInt64(truncatingIfNeeded: size), radix: 16)

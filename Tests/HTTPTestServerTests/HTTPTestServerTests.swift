@@ -306,7 +306,7 @@ final class HTTPTestServerTests {
                     #expect(reply?.body.count == 30000)
                 }
             }
-            let allActive = await server.waitUntil(timeout: .seconds(20)) { $0.activeRequests == clients }
+            let allActive = await server.waitUntil() { $0.activeRequests == clients }
             #expect(allActive)
         }
         // The clients can read the last bytes before the server thread counts them: wait for the count.

@@ -71,8 +71,35 @@ final class DLProcess: @unchecked Sendable {
         return false
     }
 
+    /// Waits until the process has printed `count` lines to stdout, or the deadline passed (then `false`).
+    func waitForStdout(lines count: Int, timeout: Duration = .seconds(60)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let printed = collected.withLock { $0.stdout.filter { $0 == UInt8(ascii: "\n") }.count }
+            if printed >= count { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
     func send(_ signal: Int32) {
         kill(process.processIdentifier, signal)
+    }
+
+    /// Sends `signal` from the server's own thread the moment `condition` holds for its statistics, so that no
+    /// scheduling delay of the test (seconds, on a loaded machine or under ThreadSanitizer) lets the process run on
+    /// past that point.
+    /// - Returns: `false` when the condition did not hold before the deadline (nothing was sent).
+    func send(
+        _ signal: Int32, when server: HTTPTestServer, timeout: Duration = .seconds(60),
+        _ condition: @escaping @Sendable (ServerStatistics) -> Bool
+    ) async -> Bool {
+        let pid = process.processIdentifier
+        return await server.waitUntil(timeout: timeout) { statistics in
+            guard condition(statistics) else { return false }
+            kill(pid, signal)
+            return true
+        }
     }
 
     /// Waits for the process to end (on a thread of its own) and returns what it printed.

@@ -73,9 +73,7 @@ final class DLReliabilityTests: Sendable {
         for kill in 0..<kills {
             let before = server.statistics.bodyBytesSent
             let process = try DLProcess(["--dir", dir.path, "--quiet", "--max-active", "10"] + urls, in: work)
-            #expect(
-                await server.waitUntil(timeout: .seconds(30)) { $0.bodyBytesSent >= before + perRun }, "kill \(kill)")
-            process.send(SIGKILL)
+            #expect(await process.send(SIGKILL, when: server) { $0.bodyBytesSent >= before + perRun }, "kill \(kill)")
             let outcome = await process.wait()
             #expect(outcome.status == 128 + SIGKILL)
             let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)

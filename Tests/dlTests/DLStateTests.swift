@@ -37,7 +37,7 @@ final class DLStateTests: Sendable {
         // The first response stalls for a minute: the first dl surely holds the directory meanwhile.
         let slow = server.url("/bytes/shared?size=400000&stallAfter=100000&stall=60&stallCount=1")
         let first = try DLProcess(["--dir", dir.path, slow.absoluteString], in: work)
-        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 100_000 })
+        #expect(await server.waitUntil() { $0.bodyBytesSent >= 100_000 })
         let second = try await DLProcess.run(["--dir", dir.path, slow.absoluteString], in: work)
         #expect(second.status == 1)
         #expect(second.stderr.contains("another dl is using \(dir.path)"), "\(second.stderr)")
@@ -84,8 +84,9 @@ final class DLStateTests: Sendable {
         // A run that is interrupted keeps state; the planted files arrive meanwhile.
         let running = try DLProcess(
             ["--dir", dir.path, other.absoluteString, planted.absoluteString, direct.absoluteString], in: work)
-        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 500 + 2000 + 1500 })
-        running.send(SIGINT)
+        // Interrupted once both planted files are delivered (printed) and the other has sent its first bytes.
+        #expect(await running.waitForStdout(lines: 2))
+        #expect(await running.send(SIGINT, when: server) { $0.bodyBytesSent >= 500 + 2000 + 1500 })
         let interrupted = await running.wait()
         #expect(interrupted.status == 130)
         #expect(interrupted.lines.count == 2, "both planted files were delivered: \(interrupted.stderr)")
@@ -109,12 +110,12 @@ final class DLStateTests: Sendable {
         // 50 ms each, 8 at a time: the last kill point leaves seconds of work, however slow the machine is to kill.
         let urls = (0..<count).map { server.url("/bytes/k\($0)?size=2000&rate=40000").absoluteString }
         var random = SeededGenerator(seed: 12)
-        // Kill points inside the work (a run that finished everything would leave no state, by design).
+        // Kill points inside the work (a run that finished everything would leave no state, by design). The kill is
+        // sent by the server's own thread the moment the target request arrives: no scheduling delay in between.
         for range in [150..<250, 400..<500, 650..<750] {
             let target = Int.random(in: range, using: &random)
             let process = try DLProcess(["--quiet", "--max-active", "8", "--dir", dir.path] + urls, in: work)
-            #expect(await server.waitUntil(timeout: .seconds(60)) { $0.requests.count >= target })
-            process.send(SIGKILL)
+            #expect(await process.send(SIGKILL, when: server) { $0.requests.count >= target })
             #expect(await process.wait().status == 128 + SIGKILL, "killed mid-run, not finished")
         }
         let finished = Set(entries().filter { !$0.hasPrefix(".") })
@@ -157,8 +158,7 @@ final class DLStateTests: Sendable {
         let stalled =
             "http://bob:hunter2@127.0.0.1:\(port)/bytes/cred?size=100000&stallAfter=1000&stall=60&stallCount=1"
         let running = try DLProcess(["--dir", dir.path, stalled], in: work)
-        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 1000 })
-        running.send(SIGTERM)
+        #expect(await running.send(SIGTERM, when: server) { $0.bodyBytesSent >= 1000 })
         _ = await running.wait()
         let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
         #expect(list.stdout.contains("bob:***@") && !list.stdout.contains("hunter2"), "\(list.stdout)")

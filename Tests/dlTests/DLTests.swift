@@ -122,8 +122,7 @@ final class DLTests: Sendable {
         // The first response stalls after 800 000 bytes, so the process is surely mid-transfer when it is killed.
         let url = server.url("/bytes/big?size=3000000&stallAfter=800000&stall=60&stallCount=1")
         let first = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)
-        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 800_000 })
-        first.send(SIGKILL)
+        #expect(await first.send(SIGKILL, when: server) { $0.bodyBytesSent >= 800_000 })
         let killed = await first.wait()
         #expect(killed.status == 128 + SIGKILL)
         #expect(killed.stdout.isEmpty)
@@ -154,8 +153,7 @@ final class DLTests: Sendable {
     func signals(signal: Int32, status: Int32) async throws {
         let url = server.url("/bytes/sig\(signal)?size=2000000&stallAfter=300000&stall=60&stallCount=1")
         let process = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)
-        #expect(await server.waitUntil(timeout: .seconds(20)) { $0.bodyBytesSent >= 300_000 })
-        process.send(signal)
+        #expect(await process.send(signal, when: server) { $0.bodyBytesSent >= 300_000 })
         let outcome = await process.wait()
         #expect(outcome.status == status)
         #expect(outcome.stderr.contains("state saved"))

@@ -1,10 +1,10 @@
 // downloader-bench: release-mode measurements of the library's hot paths.
 //
-//   swift run --package-path Benchmarks -c release downloader-bench md5 FILE [FILE...]
+//   swift run --package-path Benchmarks -c release downloader-bench md5|sha256|sha1 FILE [FILE...]
 //   swift run --package-path Benchmarks -c release downloader-bench queue [COUNT]
 //   swift run --package-path Benchmarks -c release downloader-bench state [COUNT]
 //
-// `md5` prints "<hex digest>  <file>  <seconds> s  <MiB/s>" per file, like md5sum plus timing.
+// `md5`, `sha256`, `sha1` print "<hex digest>  <file>  <seconds> s  <MiB/s>" per file, like md5sum plus timing.
 // `queue` times the manager's waiting queue: COUNT (default 20000) URLs wait behind one slot that a silent local
 // server holds, then `suspendAll()` and `resumeAll()`; it prints "enqueue S s  suspendAll S s  resumeAll S s".
 // `state` measures the saved state with COUNT (default 10000) receipts: the time to open the directory (median of 5)
@@ -19,10 +19,24 @@ import Foundation
     import Darwin
 #endif
 
-/// Hashes a file with `MD5`, reading it in 4 MiB blocks into one reused buffer.
-/// - Parameter path: the file to hash.
-/// - Returns: the digest and the wall time in seconds.
-func md5(ofFileAt path: String) throws -> (MD5Digest, Double) {
+/// The hashers `downloader-bench` measures.
+protocol BenchedHash {
+    associatedtype Digest: HashDigest
+    init()
+    mutating func update(bufferPointer: UnsafeRawBufferPointer)
+    func finalize() -> Digest
+}
+
+extension MD5: BenchedHash {}
+extension SHA256: BenchedHash {}
+extension SHA1: BenchedHash {}
+
+/// Hashes a file, reading it in 4 MiB blocks into one reused buffer.
+/// - Parameters:
+///   - hasher: the algorithm.
+///   - path: the file to hash.
+/// - Returns: the hex digest and the wall time in seconds.
+func digest<H: BenchedHash>(_ hasher: H.Type, ofFileAt path: String) throws -> (String, Double) {
     let fd = open(path, O_RDONLY)
     guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
     defer { close(fd) }
@@ -30,7 +44,7 @@ func md5(ofFileAt path: String) throws -> (MD5Digest, Double) {
     let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 64)
     defer { buffer.deallocate() }
     let start = DispatchTime.now()
-    var hasher = MD5()
+    var hasher = H()
     while true {
         let count = read(fd, buffer.baseAddress, capacity)
         if count < 0 {
@@ -40,13 +54,14 @@ func md5(ofFileAt path: String) throws -> (MD5Digest, Double) {
         if count == 0 { break }
         hasher.update(bufferPointer: UnsafeRawBufferPointer(rebasing: buffer[..<count]))
     }
-    let digest = hasher.finalize()
+    let digest = hasher.finalize().hexString
     let seconds = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
     return (digest, seconds)
 }
 
 func usage() -> Never {
-    FileHandle.standardError.write(Data("usage: downloader-bench md5 FILE... | queue [COUNT]\n".utf8))
+    FileHandle.standardError.write(
+        Data("usage: downloader-bench md5|sha256|sha1 FILE... | queue [COUNT] | state [COUNT]\n".utf8))
     exit(2)
 }
 
@@ -133,12 +148,17 @@ func queueBenchmark(count: Int) async throws {
 let arguments = CommandLine.arguments.dropFirst()
 guard let command = arguments.first else { usage() }
 switch command {
-case "md5":
+case "md5", "sha256", "sha1":
     let files = arguments.dropFirst()
     guard !files.isEmpty else { usage() }
     for file in files {
         do {
-            let (digest, seconds) = try md5(ofFileAt: file)
+            let (digest, seconds) =
+                switch command {
+                case "sha256": try digest(SHA256.self, ofFileAt: file)
+                case "sha1": try digest(SHA1.self, ofFileAt: file)
+                default: try digest(MD5.self, ofFileAt: file)
+                }
             let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
             let rate = Double(size) / 1_048_576 / max(seconds, 1e-9)
             print("\(digest)  \(file)  \(String(format: "%.3f", seconds)) s  \(String(format: "%.0f", rate)) MiB/s")

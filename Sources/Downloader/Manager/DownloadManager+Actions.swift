@@ -55,7 +55,8 @@ extension DownloadManager {
             let fresh = freshReceipt(for: url)
             record.receipt.fileURL = fresh.fileURL
             record.receipt.filename = fresh.filename
-            record.receipt.md5 = nil
+            record.receipt.checksum = nil
+            record.receipt.verification = nil
             record.suggestedFilename = nil
             completedFiles[url] = nil
         }
@@ -93,7 +94,8 @@ extension DownloadManager {
         record.receipt.filename = transfer.fileURL.lastPathComponent
         record.receipt.totalBytesWritten = transfer.length
         record.receipt.totalBytesExpectedToWrite = transfer.length
-        record.receipt.md5 = transfer.md5?.hexString
+        record.receipt.checksum = transfer.checksum
+        record.receipt.verification = transfer.verification
         record.receipt.error = nil
         record.suggestedFilename = transfer.suggestedFilename
         completedFiles[url] = CompletedFile(url: transfer.fileURL, length: transfer.length)
@@ -107,17 +109,18 @@ extension DownloadManager {
         let box = ProgressBox()
         box.update(written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite)
         var options = record.options
-        options.expectedMD5 = start.expectation?.hexString
+        options.checksum = start.expectation  // the machine's: the caller's, or the new one of a replacement
+        options.expectedMD5 = nil
         let replacing = start.replacesCompletedFile ? completedFiles[url]?.url : nil
         let runner = self.runner
         let fileWork = self.fileWork
         let journal = self.journal
         let placementOptions = record.options
         // Recorded before the verified file moves, so that a crash during the move is recognised at the next start.
-        let willPlace: @Sendable (URL, Int64, MD5Digest?, String?) -> Void = { file, length, md5, suggested in
+        let willPlace: @Sendable (URL, Int64, Checksum?, String?) -> Void = { file, length, checksum, suggested in
             let entry = JournalEntry(
                 placing: url, options: placementOptions, name: file.lastPathComponent, length: length,
-                md5: md5?.hexString, suggested: suggested)
+                checksum: checksum, suggested: suggested)
             journal?.appendNow([.put(entry)])
         }
         let task = Task.detached { [weak self] in

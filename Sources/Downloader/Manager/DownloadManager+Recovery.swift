@@ -70,20 +70,21 @@ extension DownloadManager {
         let partial = directory.partialFile(for: url)
         var receipt = DownloadReceipt(
             url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: partial,
-            state: entry.state, totalBytesExpectedToWrite: entry.totalBytesExpected, md5: nil, error: entry.error)
+            state: entry.state, totalBytesExpectedToWrite: entry.totalBytesExpected, error: entry.error)
         var state = entry.state
         var filename = entry.filename
-        var md5 = entry.md5
+        var checksum = entry.checksum
+        var verification = entry.verification
         if let placement = entry.placement {
             guard let target = directory.completedFile(named: placement.name) else {
                 return .failure(Dropped(reason: "\(url.redactedAbsoluteString) was placed outside the completed area"))
             }
-            let checksum = placement.md5.flatMap { Checksum(md5: $0) }
-            if isPlaced(partial, at: target, length: placement.length, checksum: checksum) {
+            if isPlaced(partial, at: target, length: placement.length, checksum: placement.checksum) {
                 try? FileManager.default.removeItem(at: directory.stateFile(for: url))
                 state = .completed
                 filename = placement.name
-                md5 = placement.md5
+                checksum = placement.checksum
+                verification = placement.checksum.map(Verification.computed) ?? .lengthOnly
                 receipt.totalBytesExpectedToWrite = placement.length
             } else {
                 state = .suspended  // the move did not happen: the verified partial file is still there
@@ -100,7 +101,8 @@ extension DownloadManager {
             }
             receipt.fileURL = file
             receipt.filename = name
-            receipt.md5 = md5
+            receipt.checksum = checksum
+            receipt.verification = verification
             receipt.totalBytesWritten =
                 receipt.totalBytesExpectedToWrite ?? FileManager.default.sizeOfItem(at: file) ?? 0
             receipt.totalBytesExpectedToWrite = receipt.totalBytesWritten

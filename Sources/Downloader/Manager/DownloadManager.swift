@@ -287,69 +287,6 @@ public actor DownloadManager {
         return stream
     }
 
-    /// Suspends everything, waits for the transfers to stop, saves the receipts and invalidates the session. The
-    /// manager accepts no work afterwards; callers still waiting get `DownloadError.cancelled`, and every `events()`
-    /// stream finishes.
-    public func shutdown() async {
-        apply(machine.shutdown())
-        if !transfersEnded {
-            await withCheckedContinuation { shutdownWaiters.append($0) }
-        }
-        if shutdownTask == nil {
-            shutdownTask = Task { await self.finishShutdown() }
-        }
-        await shutdownTask?.value
-    }
-
-    private func finishShutdown() async {
-        ticker?.cancel()
-        ticker = nil
-        await fileWork.barrier()
-        saveReceipts()
-        if configuration.removesStateWhenFinished && nothingUnfinished() {
-            journal?.close()
-            try? FileManager.default.removeItem(at: directory.journalFile)
-            try? FileManager.default.removeItem(at: directory.partialArea)
-            lock?.removeAndRelease()
-            rmdir(directory.stateArea.path)  // fails harmlessly if another manager already re-created it
-        } else {
-            journal?.close()
-            lock?.release()
-        }
-        bridge.invalidate()
-        for continuation in eventContinuations.values { continuation.finish() }
-        eventContinuations.removeAll()
-    }
-
-    /// Whether nothing is waiting, running, suspended, or failed with bytes to resume, and no partial file is left.
-    private func nothingUnfinished() -> Bool {
-        let pending = book.all.contains { record in
-            switch record.receipt.state {
-            case .completed, .idle: return false
-            case .failed: return record.receipt.totalBytesWritten > 0
-            case .queued, .downloading, .suspended: return true
-            }
-        }
-        let partials = (try? FileManager.default.contentsOfDirectory(atPath: directory.partialArea.path)) ?? []
-        return !pending && partials.isEmpty
-    }
-
-    /// Waits until every stopping transfer and pending file clean-up has ended (for tests and orderly exits).
-    func waitUntilQuiet() async {
-        while true {
-            let stopping = transfers.filter { !machine.isRunning($0.key, generation: $0.value.generation) }
-            if stopping.isEmpty { break }
-            for transfer in stopping.values { await transfer.task.value }
-        }
-        await fileWork.barrier()
-    }
-
-    /// Writes the pending receipt changes now and waits until they are written (for tests).
-    func saveReceiptsNow() {
-        saveReceipts()
-        journal?.flush()
-    }
-
     // MARK: - Requests
 
     private func makeWaiterID() -> Machine.WaiterID {
@@ -364,12 +301,7 @@ public actor DownloadManager {
         do throws(DownloadError) {
             if let openError { throw openError }
             try url.validateForDownload()
-            if let text = options.expectedMD5 {
-                guard let checksum = Checksum(md5: text) else {
-                    throw .invalidURL(url.absoluteString, reason: "the expected MD5 \"\(text)\" is not 32 hex digits")
-                }
-                expectation = checksum
-            }
+            expectation = try options.expectation()
         } catch {
             apply(machine.reject(url, error: error, waiter: waiter), requestOptions: options)
             return
@@ -413,14 +345,14 @@ public actor DownloadManager {
             }
             let options = record.options
             let suggested = record.suggestedFilename
-            let md5 = record.receipt.md5
+            let checksum = record.receipt.checksum
             guard
                 let moved = try? FilePlacement.place(
                     file.url, at: target, length: file.length, checksum: record.receipt.checksum, downloadURL: url,
                     willClaim: { [journal] claimed in
                         let entry = JournalEntry(
                             placing: url, options: options, name: claimed.lastPathComponent, length: file.length,
-                            md5: md5, suggested: suggested)
+                            checksum: checksum, suggested: suggested)
                         journal?.appendNow([.put(entry)])
                     })
             else { return }

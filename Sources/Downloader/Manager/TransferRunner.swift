@@ -21,7 +21,7 @@ struct TransferRunner: Sendable {
     /// cancelled.
     /// - Parameters:
     ///   - url: the download.
-    ///   - options: its options; `expectedMD5` is what the file is verified against.
+    ///   - options: its options; `checksum` is what the file is verified against.
     ///   - replacing: a completed file the verified file replaces, if any.
     ///   - willPlace: told where the verified file goes just before it moves.
     ///   - progress: bytes on disk and the total, after every chunk.
@@ -29,7 +29,7 @@ struct TransferRunner: Sendable {
     /// - Returns: how the generation ended, and the file it produced when it completed.
     func run(
         url: URL, options: DownloadOptions, replacing: URL?,
-        willPlace: @escaping @Sendable (URL, Int64, MD5Digest?, String?) -> Void,
+        willPlace: @escaping @Sendable (URL, Int64, Checksum?, String?) -> Void,
         progress: @escaping @Sendable (Int64, Int64?) -> Void,
         willRetry: @escaping @Sendable (Retry) async -> Void
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {

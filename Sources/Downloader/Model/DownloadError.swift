@@ -8,7 +8,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     private enum Code: String, Sendable, Codable {
         case invalidURL, unsupportedScheme, httpStatus, invalidResponse, checksumMismatch, tooManyRedirects
         case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts, suspended
-        case directoryLocked
+        case directoryLocked, invalidChecksum
     }
 
     private let code: Code
@@ -43,7 +43,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The server's answer cannot be used: a `Content-Range` that disagrees with the request, more bytes than
     /// announced, a missing status, …
     public static let invalidResponse = DownloadError(.invalidResponse)
-    /// The finished bytes do not have the expected MD5, even after one clean restart.
+    /// The finished bytes do not have the expected checksum, even after one clean restart.
     public static let checksumMismatch = DownloadError(.checksumMismatch)
     /// More than 10 redirects, or a redirect loop.
     public static let tooManyRedirects = DownloadError(.tooManyRedirects)
@@ -63,6 +63,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let corruptReceipts = DownloadError(.corruptReceipts)
     /// Another manager (in this process or another) owns the state directory; `url` is that directory.
     public static let directoryLocked = DownloadError(.directoryLocked)
+    /// An expected checksum given as text could not be read (see `reason`).
+    public static let invalidChecksum = DownloadError(.invalidChecksum)
 
     /// Whether retrying later may succeed: lost connections, stalls, 408, 429 and 5xx.
     public var isTransient: Bool {
@@ -157,6 +159,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     static func fileChanged(_ url: URL, reason: String) -> DownloadError {
         DownloadError(.fileChanged, url: url, reason: reason)
+    }
+
+    static func invalidChecksum(_ text: String, reason: String) -> DownloadError {
+        DownloadError(.invalidChecksum, url: nil, reason: "\"\(text.prefix(200))\": \(reason)")
     }
 
     static func directoryLocked(_ directory: URL, owner: Int32?) -> DownloadError {

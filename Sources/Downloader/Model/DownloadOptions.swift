@@ -14,7 +14,10 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// Extra request headers (for example `Authorization`), sent on every request of the download. `Authorization`
     /// is dropped when a redirect leads to another host.
     public var headers: [String: String]
-    /// The expected MD5 as 32 hex digits. It wins over any digest the server announces.
+    /// The checksum the file must have (MD5, SHA-1 or SHA-256: `Checksum(parsing: "sha-256=…")`). It is the
+    /// algorithm the file is hashed with (no second pass), and it wins over any digest the server announces.
+    public var checksum: Checksum?
+    /// Shorthand for an expected MD5 as 32 hex digits; `checksum` wins when both are set.
     public var expectedMD5: String?
     /// How the completed file is named (default `.md5OfURL`). Asking for a completed download with another naming
     /// set explicitly renames its file; options that leave the naming at its default never move a file.
@@ -24,15 +27,17 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     }
     /// The naming, when a caller chose one.
     var chosenNaming: FileNaming?
-    /// Whether to compute the file's MD5 (default `true`). Turning it off saves CPU: the file is still assembled
-    /// only from validated responses, but its content is not verified and the receipt has no `md5`. An
-    /// `expectedMD5` always turns it on.
+    /// Whether to hash the file when no checksum is expected (default `true`): with the algorithm of a digest the
+    /// server announces (SHA-256 before SHA-1 before MD5), else MD5. Turning it off saves CPU: the file is still
+    /// assembled only from validated responses, but its content is not verified (`Verification.lengthOnly`). An
+    /// expected checksum always hashes.
     public var computesMD5: Bool
 
     /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming (not chosen), MD5
     /// computed.
     public init() {
         headers = [:]
+        checksum = nil
         expectedMD5 = nil
         chosenNaming = nil
         computesMD5 = true
@@ -41,24 +46,38 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// Creates options.
     /// - Parameters:
     ///   - headers: extra request headers.
-    ///   - expectedMD5: the expected MD5 as hex, if known.
+    ///   - checksum: the expected checksum, if known.
+    ///   - expectedMD5: the expected MD5 as hex, if known (shorthand for an MD5 `checksum`).
     ///   - naming: how the completed file is named; `nil` leaves the default (`.md5OfURL`) unchosen.
     ///   - computesMD5: whether to hash the file (see `computesMD5`).
     public init(
-        headers: [String: String] = [:], expectedMD5: String? = nil, naming: FileNaming? = nil,
-        computesMD5: Bool = true
+        headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
+        naming: FileNaming? = nil, computesMD5: Bool = true
     ) {
         self.headers = headers
+        self.checksum = checksum
         self.expectedMD5 = expectedMD5
         self.chosenNaming = naming
         self.computesMD5 = computesMD5
     }
 
-    private enum CodingKeys: String, CodingKey { case headers, expectedMD5, naming, computesMD5 }
+    private enum CodingKeys: String, CodingKey { case headers, checksum, expectedMD5, naming, computesMD5 }
+
+    /// The checksum the caller expects: `checksum`, else `expectedMD5`.
+    /// - Throws: `DownloadError.invalidChecksum` when `expectedMD5` is not 32 hex digits.
+    func expectation() throws(DownloadError) -> Checksum? {
+        if let checksum { return checksum }
+        guard let expectedMD5 else { return nil }
+        guard let checksum = Checksum(md5: expectedMD5) else {
+            throw .invalidChecksum(expectedMD5, reason: "an expected MD5 needs 32 hex digits")
+        }
+        return checksum
+    }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         headers = try container.decodeIfPresent([String: String].self, forKey: .headers) ?? [:]
+        checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
         expectedMD5 = try container.decodeIfPresent(String.self, forKey: .expectedMD5)
         chosenNaming = try container.decodeIfPresent(FileNaming.self, forKey: .naming)
         computesMD5 = try container.decodeIfPresent(Bool.self, forKey: .computesMD5) ?? true
@@ -67,6 +86,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.container(keyedBy: CodingKeys.self)
         try container.encode(headers, forKey: .headers)
+        try container.encodeIfPresent(checksum, forKey: .checksum)
         try container.encodeIfPresent(expectedMD5, forKey: .expectedMD5)
         try container.encodeIfPresent(chosenNaming, forKey: .naming)
         try container.encode(computesMD5, forKey: .computesMD5)

@@ -14,8 +14,11 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     public var totalBytesWritten: Int64
     /// The file's size, `nil` while unknown.
     public var totalBytesExpectedToWrite: Int64?
-    /// The MD5 of the file as 32 lowercase hex digits, once completed.
-    public internal(set) var md5: String?
+    /// The completed file's checksum, when it was hashed.
+    public internal(set) var checksum: Checksum?
+    /// What was checked about the completed file: a checksum compared with an expectation or a server's digest, a
+    /// checksum with nothing to compare, or only the length. `nil` until completed.
+    public internal(set) var verification: Verification?
     /// Why it failed, when it failed.
     public var error: DownloadError?
     /// Smoothed download speed of this session in bytes per second (resumed bytes do not count); `nil` when not
@@ -26,17 +29,19 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
 
     public var id: URL { url }
 
-    /// The completed file's checksum, when it was hashed.
-    public var checksum: Checksum? { md5.flatMap { Checksum(md5: $0) } }
+    /// The file's MD5 as 32 lowercase hex digits, when it was hashed with MD5.
+    public var md5: String? { checksum?.algorithm == .md5 ? checksum?.hexString : nil }
 
     private enum CodingKeys: String, CodingKey {
-        case url, filename, fileURL, state, totalBytesWritten, totalBytesExpectedToWrite, md5, error
+        case url, filename, fileURL, state, totalBytesWritten, totalBytesExpectedToWrite, checksum, verification, md5
+        case error
     }
 
     /// Creates a receipt.
     public init(
         url: URL, filename: String, fileURL: URL, state: DownloadState = .idle, totalBytesWritten: Int64 = 0,
-        totalBytesExpectedToWrite: Int64? = nil, md5: String? = nil, error: DownloadError? = nil
+        totalBytesExpectedToWrite: Int64? = nil, checksum: Checksum? = nil, verification: Verification? = nil,
+        error: DownloadError? = nil
     ) {
         self.url = url
         self.filename = filename
@@ -44,8 +49,38 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         self.state = state
         self.totalBytesWritten = totalBytesWritten
         self.totalBytesExpectedToWrite = totalBytesExpectedToWrite
-        self.md5 = md5
+        self.checksum = checksum
+        self.verification = verification
         self.error = error
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        url = try container.decode(URL.self, forKey: .url)
+        filename = try container.decode(String.self, forKey: .filename)
+        fileURL = try container.decode(URL.self, forKey: .fileURL)
+        state = try container.decode(DownloadState.self, forKey: .state)
+        totalBytesWritten = try container.decode(Int64.self, forKey: .totalBytesWritten)
+        totalBytesExpectedToWrite = try container.decodeIfPresent(Int64.self, forKey: .totalBytesExpectedToWrite)
+        // Receipts of earlier versions kept an `md5` only.
+        checksum =
+            try container.decodeIfPresent(Checksum.self, forKey: .checksum)
+            ?? container.decodeIfPresent(String.self, forKey: .md5).flatMap { Checksum(md5: $0) }
+        verification = try container.decodeIfPresent(Verification.self, forKey: .verification)
+        error = try container.decodeIfPresent(DownloadError.self, forKey: .error)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(url, forKey: .url)
+        try container.encode(filename, forKey: .filename)
+        try container.encode(fileURL, forKey: .fileURL)
+        try container.encode(state, forKey: .state)
+        try container.encode(totalBytesWritten, forKey: .totalBytesWritten)
+        try container.encodeIfPresent(totalBytesExpectedToWrite, forKey: .totalBytesExpectedToWrite)
+        try container.encodeIfPresent(checksum, forKey: .checksum)
+        try container.encodeIfPresent(verification, forKey: .verification)
+        try container.encodeIfPresent(error, forKey: .error)
     }
 
     /// From 0 to 1; 0 while the size is unknown (1 once completed).

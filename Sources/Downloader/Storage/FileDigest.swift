@@ -10,11 +10,10 @@ enum FileDigest {
     static func checksum(of file: URL, algorithm: Checksum.Algorithm) throws -> Checksum {
         let handle = try FileHandle(forReadingFrom: file)
         defer { try? handle.close() }
-        switch algorithm {
-        case .md5:
-            var md5 = MD5()
-            while let data = try handle.read(upToCount: 1 << 20), !data.isEmpty { md5.update(data: data) }
-            return Checksum(algorithm: .md5, digest: md5.finalize().bytes)!
+        var hash = StreamingHash(algorithm)
+        while let data = try handle.read(upToCount: 1 << 20), !data.isEmpty {
+            data.withUnsafeBytes { hash.update(bufferPointer: $0) }
         }
+        return hash.finalize()
     }
 }

@@ -43,7 +43,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
     struct Placement: Codable, Sendable, Equatable {
         var name: String
         var length: Int64
-        var md5: String?
+        var checksum: Checksum?
     }
 
     var url: URL
@@ -52,7 +52,8 @@ struct JournalEntry: Codable, Sendable, Equatable {
     /// The completed file's name in the completed area.
     var filename: String?
     var totalBytesExpected: Int64?
-    var md5: String?
+    var checksum: Checksum?
+    var verification: Verification?
     var error: DownloadError?
     var suggestedFilename: String?
     var placement: Placement?
@@ -65,18 +66,22 @@ struct JournalEntry: Codable, Sendable, Equatable {
         state = receipt.state
         filename = receipt.state == .completed ? receipt.fileURL.lastPathComponent : nil
         totalBytesExpected = receipt.totalBytesExpectedToWrite
-        md5 = receipt.md5
+        checksum = receipt.checksum
+        verification = receipt.verification
         error = receipt.error
         suggestedFilename = record.suggestedFilename
     }
 
     /// The entry written just before a verified file is moved to `name`.
-    init(placing url: URL, options: DownloadOptions, name: String, length: Int64, md5: String?, suggested: String?) {
+    init(
+        placing url: URL, options: DownloadOptions, name: String, length: Int64, checksum: Checksum?,
+        suggested: String?
+    ) {
         self.url = url
         self.options = options
         state = .downloading
         totalBytesExpected = length
         suggestedFilename = suggested
-        placement = Placement(name: name, length: length, md5: md5)
+        placement = Placement(name: name, length: length, checksum: checksum)
     }
 }

@@ -36,9 +36,13 @@ extension JournalEntry {
             out.key("totalBytesExpected")
             out.integer(totalBytesExpected)
         }
-        if let md5 {
-            out.key("md5")
-            out.string(md5)
+        if let checksum {
+            out.key("checksum")
+            out.string(checksum.description)
+        }
+        if let verification {
+            out.key("verification")
+            out.string(verification.storedForm)
         }
         if let suggestedFilename {
             out.key("suggestedFilename")
@@ -51,9 +55,9 @@ extension JournalEntry {
             out.string(placement.name)
             out.key("length")
             out.integer(placement.length)
-            if let md5 = placement.md5 {
-                out.key("md5")
-                out.string(md5)
+            if let checksum = placement.checksum {
+                out.key("checksum")
+                out.string(checksum.description)
             }
             out.close()
         }
@@ -75,6 +79,10 @@ extension DownloadOptions {
             out.string(value)
         }
         out.close()
+        if let checksum {
+            out.key("checksum")
+            out.string(checksum.description)
+        }
         if let expectedMD5 {
             out.key("expectedMD5")
             out.string(expectedMD5)

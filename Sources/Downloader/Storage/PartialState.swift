@@ -5,10 +5,10 @@ import Foundation
 struct PartialState: Codable, Sendable, Equatable {
     /// The download's URL (a check that the state belongs to this file).
     var url: URL
-    /// How many bytes `md5` has hashed; the partial file holds at least these bytes unless it was damaged.
+    /// How many bytes `hash` has hashed; the partial file holds at least these bytes unless it was damaged.
     var hashedLength: Int64
-    /// The hash of the first `hashedLength` bytes.
-    var md5: MD5
+    /// The hash of the first `hashedLength` bytes, with its algorithm; `nil` when the file was not hashed.
+    var hash: StreamingHash?
     /// The validators of the version being downloaded.
     var validators: Validators
     /// The resource's length, if known.
@@ -17,10 +17,63 @@ struct PartialState: Codable, Sendable, Equatable {
     var rangesSupported: Bool
     /// The server's raw `Content-Disposition` file name, if any.
     var suggestedFilename: String?
-    /// The MD5 the server announced, as hex.
-    var announcedMD5: String?
+    /// The whole file's checksums the server announced.
+    var announced: [Checksum] = []
     /// Whether the file was already restarted once after a checksum mismatch.
     var restartedAfterMismatch: Bool = false
+
+    init(
+        url: URL, hashedLength: Int64, hash: StreamingHash?, validators: Validators, totalLength: Int64?,
+        rangesSupported: Bool, suggestedFilename: String? = nil, announced: [Checksum] = [],
+        restartedAfterMismatch: Bool = false
+    ) {
+        self.url = url
+        self.hashedLength = hashedLength
+        self.hash = hash
+        self.validators = validators
+        self.totalLength = totalLength
+        self.rangesSupported = rangesSupported
+        self.suggestedFilename = suggestedFilename
+        self.announced = announced
+        self.restartedAfterMismatch = restartedAfterMismatch
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case url, hashedLength, hash, validators, totalLength, rangesSupported, suggestedFilename, announced
+        case restartedAfterMismatch
+        case md5, announcedMD5  // written by earlier versions
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        url = try container.decode(URL.self, forKey: .url)
+        hashedLength = try container.decode(Int64.self, forKey: .hashedLength)
+        hash =
+            try container.decodeIfPresent(StreamingHash.self, forKey: .hash)
+            ?? container.decodeIfPresent(MD5.self, forKey: .md5).map(StreamingHash.md5)
+        validators = try container.decode(Validators.self, forKey: .validators)
+        totalLength = try container.decodeIfPresent(Int64.self, forKey: .totalLength)
+        rangesSupported = try container.decode(Bool.self, forKey: .rangesSupported)
+        suggestedFilename = try container.decodeIfPresent(String.self, forKey: .suggestedFilename)
+        announced =
+            try container.decodeIfPresent([Checksum].self, forKey: .announced)
+            ?? (container.decodeIfPresent(String.self, forKey: .announcedMD5).flatMap { Checksum(md5: $0) }.map { [$0] }
+                ?? [])
+        restartedAfterMismatch = try container.decodeIfPresent(Bool.self, forKey: .restartedAfterMismatch) ?? false
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(url, forKey: .url)
+        try container.encode(hashedLength, forKey: .hashedLength)
+        try container.encodeIfPresent(hash, forKey: .hash)
+        try container.encode(validators, forKey: .validators)
+        try container.encodeIfPresent(totalLength, forKey: .totalLength)
+        try container.encode(rangesSupported, forKey: .rangesSupported)
+        try container.encodeIfPresent(suggestedFilename, forKey: .suggestedFilename)
+        try container.encode(announced, forKey: .announced)
+        try container.encode(restartedAfterMismatch, forKey: .restartedAfterMismatch)
+    }
 
     /// Reads a saved state; a missing, unreadable or foreign one is `nil` (the partial file is then not trusted).
     static func load(from file: URL, for url: URL) -> PartialState? {

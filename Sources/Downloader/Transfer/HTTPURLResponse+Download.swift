@@ -16,15 +16,13 @@ extension HTTPURLResponse {
         value(forHTTPHeaderField: "Content-Disposition").flatMap(ContentDisposition.filename)
     }
 
-    /// The MD5 of the whole file announced by `Content-MD5` or `Digest`.
-    var announcedMD5: MD5Digest? { announcedMD5(bodyIsWholeFile: true) }
-
-    /// The MD5 of the whole file announced by `Digest`, or by `Content-MD5` when the body is the whole file
-    /// (`Content-MD5` describes the body: on a partial 206 it is the digest of that part only).
-    func announcedMD5(bodyIsWholeFile: Bool) -> MD5Digest? {
-        DigestHeaders.md5(
-            contentMD5: bodyIsWholeFile ? value(forHTTPHeaderField: "Content-MD5") : nil,
-            digest: value(forHTTPHeaderField: "Digest"))
+    /// The whole file's checksums the response announces (`Repr-Digest`, `Digest`, and `Content-Digest` /
+    /// `Content-MD5` when the body is the whole file).
+    func announcedChecksums(bodyIsWholeFile: Bool) -> [Checksum] {
+        DigestHeaders.announced(
+            reprDigest: value(forHTTPHeaderField: "Repr-Digest"), digest: value(forHTTPHeaderField: "Digest"),
+            contentDigest: value(forHTTPHeaderField: "Content-Digest"),
+            contentMD5: value(forHTTPHeaderField: "Content-MD5"), bodyIsWholeFile: bodyIsWholeFile)
     }
 
     /// The delay asked for by `Retry-After`, in seconds.

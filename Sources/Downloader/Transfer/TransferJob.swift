@@ -21,16 +21,21 @@ final class TransferJob: @unchecked Sendable {
         var totalLength: Int64?
         var rangesSupported = true
         var suggestedFilename: String?
-        var announcedMD5: MD5Digest?
+        /// The whole file's checksums the server announced.
+        var announced: [Checksum] = []
         var restartedAfterMismatch = false
     }
 
     let url: URL
     let partialFile: URL
     let stateFile: URL
-    /// Whether bytes are hashed; without hashing the saved state claims no hashed bytes, so that a later hashed
-    /// resume re-hashes the file from byte 0.
-    let hashing: Bool
+    /// The checksum the caller expects: its algorithm is the one hashed.
+    let expectation: Checksum?
+    /// Whether to hash without an expectation (the server's announced algorithm, else MD5).
+    let hashesByDefault: Bool
+    /// Whether bytes are hashed (`hash` is set); without hashing the saved state claims no hashed bytes, so that a
+    /// later hashed resume re-hashes the file from byte 0.
+    var hashing: Bool { hash != nil }
     /// Writes batches in order.
     let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
     /// Hashes written batches in order and saves checkpoints.
@@ -38,6 +43,10 @@ final class TransferJob: @unchecked Sendable {
 
     // Network side.
     var metadata = Metadata()
+    /// The last bytes accepted (at most twice `Transfer.continuityCheckLength`), kept while the resource has no strong
+    /// validator: the next request compares them with what the server sends before them (no splice).
+    var recentBytes = Data()
+    var keepsRecentBytes = false
     /// Bytes accepted from responses and handed to the disk (equals `offset` once drained).
     var networkOffset: Int64 = 0
 
@@ -49,8 +58,9 @@ final class TransferJob: @unchecked Sendable {
     var receivedThisRun: Int64 = 0
 
     // Hash queue.
-    var md5 = MD5()
-    /// Bytes covered by `md5` (or that would be, without hashing); never more than `offset`.
+    /// The running hash, chosen when byte 0 arrives (see `chooseHash`); `nil` without hashing.
+    var hash: StreamingHash?
+    /// Bytes covered by `hash` (or that would be, without hashing); never more than `offset`.
     var hashedOffset: Int64 = 0
     /// `hashedOffset` at the last saved checkpoint.
     var checkpointOffset: Int64 = 0
@@ -60,8 +70,12 @@ final class TransferJob: @unchecked Sendable {
     /// Chunks handed over and not yet taken by the disk queue, and whether a drain is scheduled on it.
     private let inbox = Locked((chunks: [Data](), scheduled: false))
 
-    init(url: URL, partialFile: URL, stateFile: URL, hashing: Bool = true) {
-        self.hashing = hashing
+    init(
+        url: URL, partialFile: URL, stateFile: URL, expectation: Checksum? = nil, hashesByDefault: Bool = true
+    ) {
+        self.expectation = expectation
+        self.hashesByDefault = hashesByDefault
+        hash = expectation.map { StreamingHash($0.algorithm) } ?? (hashesByDefault ? StreamingHash(.md5) : nil)
         self.url = url
         self.partialFile = partialFile
         self.stateFile = stateFile
@@ -84,6 +98,11 @@ final class TransferJob: @unchecked Sendable {
         _ data: Data, metadata: Metadata, checkpointInterval: Int64?, progress: @escaping @Sendable (Int64) -> Void
     ) {
         networkOffset += Int64(data.count)
+        if keepsRecentBytes {
+            recentBytes.append(data)
+            let keep = Transfer.continuityCheckLength
+            if recentBytes.count > 2 * keep { recentBytes = recentBytes.suffix(keep) }
+        }
         let wake = inbox.withLock { inbox -> Bool in
             inbox.chunks.append(data)
             defer { inbox.scheduled = true }
@@ -210,7 +229,7 @@ final class TransferJob: @unchecked Sendable {
     /// On the hash queue: hashes a written batch and saves a checkpoint when one is due.
     private func hash(_ batch: [Data], metadata: Metadata, checkpointInterval: Int64?) {
         for chunk in batch {
-            if hashing { chunk.withUnsafeBytes { md5.update(bufferPointer: $0) } }
+            if hash != nil { chunk.withUnsafeBytes { hash!.update(bufferPointer: $0) } }
             hashedOffset += Int64(chunk.count)
         }
         if let checkpointInterval, hashedOffset - checkpointOffset >= checkpointInterval,
@@ -235,10 +254,11 @@ final class TransferJob: @unchecked Sendable {
         if FileManager.default.fileExists(atPath: stateFile.path) { try? FileManager.default.removeItem(at: stateFile) }
         writer?.close()
         writer = try FileWriter(fileURL: partialFile, truncate: true, downloadURL: url)
-        md5 = MD5()
+        hash = hash.map { StreamingHash($0.algorithm) }
         offset = 0
         hashedOffset = 0
         networkOffset = 0
+        recentBytes = Data()
         checkpointOffset = 0
     }
 
@@ -251,9 +271,16 @@ final class TransferJob: @unchecked Sendable {
         try? FileManager.default.removeItem(at: stateFile)
     }
 
-    /// Continues from a partial file of `length` bytes whose first `length` bytes `md5` covers (drained).
-    func resume(at length: Int64, md5: MD5) {
-        self.md5 = md5
+    /// Chooses the hash for a file about to start from byte 0 (hash queue idle): the caller's expectation, else the
+    /// strongest checksum the server announces, else MD5; none when hashing is off and nothing is expected.
+    func chooseHash(announced: [Checksum]) {
+        guard hashedOffset == 0, expectation == nil, hashesByDefault else { return }
+        hash = StreamingHash(DigestHeaders.preferred(announced)?.algorithm ?? .md5)
+    }
+
+    /// Continues from a partial file of `length` bytes whose first `length` bytes `hash` covers (drained).
+    func resume(at length: Int64, hash: StreamingHash?) {
+        self.hash = hash
         offset = length
         hashedOffset = length
         networkOffset = length
@@ -262,10 +289,10 @@ final class TransferJob: @unchecked Sendable {
     /// The state to save beside the partial file.
     func partialState(_ metadata: Metadata) -> PartialState {
         PartialState(
-            url: url, hashedLength: hashing ? hashedOffset : 0, md5: hashing ? md5 : MD5(),
+            url: url, hashedLength: hash != nil ? hashedOffset : 0, hash: hash,
             validators: metadata.validators, totalLength: metadata.totalLength,
             rangesSupported: metadata.rangesSupported, suggestedFilename: metadata.suggestedFilename,
-            announcedMD5: metadata.announcedMD5?.hexString, restartedAfterMismatch: metadata.restartedAfterMismatch)
+            announced: metadata.announced, restartedAfterMismatch: metadata.restartedAfterMismatch)
     }
 
     /// Saves the state atomically. Call on the hash queue with a snapshot, or in `runNow` or when drained without

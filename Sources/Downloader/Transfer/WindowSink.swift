@@ -17,6 +17,13 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private let end: Int64?
     /// Whether the request carried a `Range` header.
     private let ranged: Bool
+    /// Bytes the file already has just before the resume point, asked for again to compare (no strong validator);
+    /// the resume point is `start + overlap.count`.
+    private let overlap: Data
+    /// How many of them have been compared.
+    private var compared = 0
+    /// Where new bytes begin: a response starting here or before continues the file.
+    private var resumeOffset: Int64 { start + Int64(overlap.count) }
     private let checkpointInterval: Int64
     private let progress: @Sendable (Int64, Int64?) -> Void
 
@@ -32,13 +39,14 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private var diskProgress: @Sendable (Int64) -> Void = { _ in }
 
     init(
-        job: TransferJob, start: Int64, end: Int64?, ranged: Bool, checkpointInterval: Int64,
+        job: TransferJob, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(), checkpointInterval: Int64,
         progress: @escaping @Sendable (Int64, Int64?) -> Void
     ) {
         self.job = job
         self.start = start
         self.end = end
         self.ranged = ranged
+        self.overlap = overlap
         self.checkpointInterval = checkpointInterval
         self.progress = progress
     }
@@ -70,7 +78,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 return .failed(
                     .invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding) cannot be spliced"))
             }
-            if start > 0 {
+            if resumeOffset > 0 {
                 if validators.differs(from: job.metadata.validators) {
                     return .restartFromZero(reason: "the resource changed (validators differ)")
                 }
@@ -79,31 +87,36 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 }
                 job.metadata.totalLength = job.metadata.totalLength ?? contentRange.completeLength
                 if job.metadata.validators.isEmpty { job.metadata.validators = validators }
+                // Repr-Digest and Digest describe the whole file even on a part.
+                if job.metadata.announced.isEmpty {
+                    job.metadata.announced = http.announcedChecksums(bodyIsWholeFile: false)
+                }
             } else {
                 // Byte 0: nothing to splice onto, so this response defines the version. A fresh download starts
-                // here without a HEAD, so it also reads the name and the announced digest (Content-MD5 describes
-                // the body, so only when the body is the whole file; Digest always describes the whole file).
-                if validators.differs(from: job.metadata.validators) { job.metadata.announcedMD5 = nil }
+                // here without a HEAD, so it also reads the name and the announced checksums (a body's digest
+                // only when the body is the whole file), and chooses what to hash with.
+                if validators.differs(from: job.metadata.validators) { job.metadata.announced = [] }
                 job.metadata.validators = validators
                 job.metadata.totalLength = contentRange.completeLength
                 job.metadata.suggestedFilename = http.dispositionFilename ?? job.metadata.suggestedFilename
                 let wholeFile = contentRange.completeLength == Int64(range.count)
-                if let announced = http.announcedMD5(bodyIsWholeFile: wholeFile) {
-                    job.metadata.announcedMD5 = announced
-                }
+                let announced = http.announcedChecksums(bodyIsWholeFile: wholeFile)
+                if !announced.isEmpty { job.metadata.announced = announced }
                 // Save the version now (a crash mid-window then keeps its bytes), except for a small file that
                 // this response brings whole: it is verified and moved right after it.
-                if !(wholeFile && range.count <= Self.uncheckpointedSize),
-                    let failure = job.runNow({ (job: TransferJob) throws(DownloadError) in try job.checkpoint() })
-                {
-                    return .failed(failure)
+                let checkpoints = !(wholeFile && range.count <= Self.uncheckpointedSize)
+                let chosen = job.metadata.announced
+                let failure = job.runNow { (job: TransferJob) throws(DownloadError) in
+                    job.chooseHash(announced: chosen)
+                    if checkpoints { try job.checkpoint() }
                 }
+                if let failure { return .failed(failure) }
             }
             expectedBodyLength = Int64(range.count)
         case 200:
             // A whole body: either the first request, a server that ignores Range, or an If-Range that failed
             // because the resource changed. In every case the body is the whole current version, from byte 0.
-            if ranged && !validators.differs(from: job.metadata.validators) && (start > 0 || end != nil) {
+            if ranged && !validators.differs(from: job.metadata.validators) && (resumeOffset > 0 || end != nil) {
                 job.metadata.rangesSupported = false  // same version, Range ignored: stream from now on
             }
             isWholeStream = true
@@ -112,12 +125,14 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             job.metadata.totalLength = encoded || length < 0 ? nil : length
             expectedBodyLength = job.metadata.totalLength
             job.metadata.suggestedFilename = http.dispositionFilename ?? job.metadata.suggestedFilename
-            job.metadata.announcedMD5 = http.announcedMD5
+            job.metadata.announced = http.announcedChecksums(bodyIsWholeFile: true)
             if encoded { job.metadata.rangesSupported = false }
             // Waits for the disk to finish what it has (an older version's bytes, rarely), then starts over.
             let smallFile = job.metadata.totalLength.map { $0 <= Self.uncheckpointedSize } ?? false
+            let announced = job.metadata.announced
             let failure = job.runNow { (job: TransferJob) throws(DownloadError) in
                 try job.truncate()
+                job.chooseHash(announced: announced)
                 if !smallFile { try job.checkpoint() }
             }
             if let failure { return .failed(failure) }
@@ -128,6 +143,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             return .failed(.httpStatus(http.statusCode, url: url, retryAfter: http.retryAfter))
         }
         if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
+        job.keepsRecentBytes = !job.metadata.validators.hasStrongETag
+        if isWholeStream { compared = overlap.count }  // a whole body starts the file again: nothing to compare
         job.writeLater { (job: TransferJob) throws(DownloadError) in try job.openWriter() }
         diskMetadata = job.metadata
         let total = job.metadata.totalLength
@@ -136,8 +153,22 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         return nil
     }
 
-    func receive(data: Data) -> RequestEnd? {
+    func receive(data chunk: Data) -> RequestEnd? {
         if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
+        var data = chunk
+        if compared < overlap.count {
+            // The bytes before the resume point must be the ones the file has: otherwise the resource changed.
+            let count = min(overlap.count - compared, data.count)
+            let expected = overlap[(overlap.startIndex + compared)..<(overlap.startIndex + compared + count)]
+            guard data.prefix(count).elementsEqual(expected) else {
+                return .restartFromZero(
+                    reason: "the resource changed: the bytes before \(resumeOffset) differ (it sends no validator)")
+            }
+            compared += count
+            received += Int64(count)
+            guard count < data.count else { return nil }
+            data = Data(data.dropFirst(count))
+        }
         let count = Int64(data.count)
         if let expectedBodyLength, received + count > expectedBodyLength {
             return .failed(

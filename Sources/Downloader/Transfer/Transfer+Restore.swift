@@ -1,0 +1,151 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Picking up where an earlier run stopped: what the server says now, the partial file and its saved hash, and the
+/// bytes before the resume point that a request without a strong validator compares.
+extension Transfer {
+    /// What a HEAD request told about the resource.
+    struct Probe {
+        var totalLength: Int64?
+        var acceptsRanges: Bool
+        var validators: Validators
+        var suggestedFilename: String?
+        var announced: [Checksum]
+    }
+
+    /// Asks for the headers. A server that refuses HEAD (400, 403, 405, 501) is not an error: the first GET tells
+    /// the same.
+    /// - Throws: the status of other failures (404 fails at once), connection errors, `.cancelled`.
+    func probe() async throws(DownloadError) -> Probe? {
+        var request = makeRequest()
+        request.httpMethod = "HEAD"
+        let sink = ProbeSink(url: url)
+        switch await bridge.perform(request, sink: sink) {
+        case .finished:
+            guard let response = sink.response else { return nil }
+            switch response.statusCode {
+            case 200..<300:
+                let length = response.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
+                return Probe(
+                    totalLength: response.isContentEncoded ? nil : length,
+                    acceptsRanges: response.value(forHTTPHeaderField: "Accept-Ranges")?.lowercased() != "none",
+                    validators: response.validators, suggestedFilename: response.dispositionFilename,
+                    announced: response.announcedChecksums(bodyIsWholeFile: true))
+            case 400, 403, 405, 501:
+                return nil
+            default:
+                throw .httpStatus(response.statusCode, url: url, retryAfter: response.retryAfter)
+            }
+        case .failed(let error):
+            throw error
+        case .cancelled:
+            throw .cancelled(url)
+        case .restartFromZero, .unsatisfiable:
+            return nil
+        }
+    }
+
+    /// Picks up the partial file: with a saved state of the same version, continue its hash (re-hashing only the
+    /// bytes written after the last checkpoint); otherwise start from an empty file.
+    func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) {
+        let length = FileManager.default.sizeOfItem(at: job.partialFile)
+        if let saved = PartialState.load(from: job.stateFile, for: url), let length {
+            var sameVersion = true
+            if let probe {
+                if probe.validators.differs(from: saved.validators) { sameVersion = false }
+                if let now = probe.totalLength, let before = saved.totalLength, now != before { sameVersion = false }
+            }
+            if sameVersion {
+                var metadata = TransferJob.Metadata()
+                metadata.validators =
+                    saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
+                metadata.totalLength = saved.totalLength ?? probe?.totalLength
+                metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
+                metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
+                metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced
+                metadata.restartedAfterMismatch = saved.restartedAfterMismatch
+                job.metadata = metadata
+                if let total = metadata.totalLength, length > total {
+                    try startOver(job, probe: probe)
+                    return
+                }
+                // The saved hash continues where it stopped; a file hashed with another algorithm than the one now
+                // wanted (a new expectation), or not hashed at all, is hashed again from byte 0.
+                let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
+                var hash: StreamingHash?
+                if let wanted {
+                    if let savedHash = saved.hash, savedHash.algorithm == wanted, saved.hashedLength <= length {
+                        hash = savedHash
+                        try rehash(&hash!, of: job.partialFile, from: saved.hashedLength, to: length)
+                    } else {
+                        hash = StreamingHash(wanted)
+                        try rehash(&hash!, of: job.partialFile, from: 0, to: length)
+                    }
+                }
+                job.resume(at: length, hash: hash)
+                try job.checkpoint()
+                return
+            }
+        }
+        try startOver(job, probe: probe)
+    }
+
+    func startOver(_ job: TransferJob, probe: Probe?) throws(DownloadError) {
+        try job.truncate()
+        var metadata = TransferJob.Metadata()
+        metadata.validators = probe?.validators ?? Validators()
+        metadata.totalLength = probe?.totalLength
+        metadata.rangesSupported = probe?.acceptsRanges ?? true
+        metadata.suggestedFilename = probe?.suggestedFilename
+        metadata.announced = probe?.announced ?? []
+        job.metadata = metadata
+        // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless it brings a
+        // small file whole (see `WindowSink.uncheckpointedSize`).
+    }
+
+    /// The last `count` bytes of the file so far: from memory when this run received them, else from the partial file
+    /// (after the disk has written everything).
+    func lastBytes(_ job: TransferJob, count: Int) async throws(DownloadError) -> Data {
+        if job.recentBytes.count >= count { return job.recentBytes.suffix(count) }
+        try await settle(job)
+        do {
+            let handle = try FileHandle(forReadingFrom: job.partialFile)
+            defer { try? handle.close() }
+            try handle.seek(toOffset: UInt64(job.offset - Int64(count)))
+            let data = try handle.read(upToCount: count) ?? Data()
+            guard data.count == count else { throw DownloadError.fileSystem(url, reason: "the partial file is short") }
+            return data
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .fileSystem(url, reason: "cannot read the partial file: \(error.localizedDescription)")
+        }
+    }
+
+    /// Feeds bytes `from..<to` of `file` into the hash, 1 MiB at a time.
+    func rehash(_ hash: inout StreamingHash, of file: URL, from: Int64, to: Int64) throws(DownloadError) {
+        guard to > from else { return }
+        do {
+            let handle = try FileHandle(forReadingFrom: file)
+            defer { try? handle.close() }
+            try handle.seek(toOffset: UInt64(from))
+            var position = from
+            while position < to {
+                let count = Int(min(1 << 20, to - position))
+                guard let data = try handle.read(upToCount: count), !data.isEmpty else { break }
+                data.withUnsafeBytes { hash.update(bufferPointer: $0) }
+                position += Int64(data.count)
+            }
+            guard position == to else {
+                throw DownloadError.fileSystem(url, reason: "the partial file ended at \(position) while re-hashing")
+            }
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw .fileSystem(url, reason: "cannot read the partial file: \(error.localizedDescription)")
+        }
+    }
+}
