@@ -61,6 +61,13 @@ final class ProgressRenderer: @unchecked Sendable {
             }
             lines[receipt.url] = line
             redraw(force: false)
+        case .retrying(let url, let attempt, let delay, let reason):
+            // Visible, so that a frozen bar is explained: the fault and when the download goes on.
+            clearBars()
+            writeError(
+                "dl: \(Self.displayName(url)): \(reason.reason); retry \(attempt) in \(String(format: "%.1f", delay)) s\n"
+            )
+            redraw(force: true)
         case .removed, .receiptsSaved:
             break
         case .receiptsSaveFailed(let error):

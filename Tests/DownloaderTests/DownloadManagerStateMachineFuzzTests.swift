@@ -190,8 +190,15 @@ struct DownloadManagerStateMachineFuzzTests {
                 context = "seed \(seed) step \(step): resume \(key)"
                 actions = machine.resume(key)
             case 50..<55:
-                context = "seed \(seed) step \(step): remove \(key)"
-                actions = machine.remove(key)
+                if Bool.random(using: &random) {
+                    context = "seed \(seed) step \(step): remove \(key)"
+                    actions = machine.remove(key)
+                } else {
+                    // forget: the completed file stays on disk but is no longer the download's.
+                    context = "seed \(seed) step \(step): forget \(key)"
+                    if machine.entries[key].map({ !$0.isRemoved }) ?? false { model.files[key] = 0 }
+                    actions = machine.remove(key, keepingCompletedFile: true)
+                }
             case 55..<60:
                 guard let (waiter, waiterKey) = model.pending.randomElement(using: &random) else { continue }
                 context = "seed \(seed) step \(step): cancel waiter \(waiter)"

@@ -155,6 +155,7 @@ extension DownloadManager {
         guard machine.isRunning(url, generation: generation) else { return }
         book[url]?.receipt.error = retry.error
         persist(url)
+        emit(.retrying(url, attempt: retry.attempt, delay: retry.delay, reason: retry.error))
     }
 
     // MARK: - Files

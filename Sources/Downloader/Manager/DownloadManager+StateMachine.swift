@@ -105,8 +105,9 @@ extension DownloadManager {
         // MARK: - Events from callers
 
         /// A download known from saved state, at start.
-        mutating func restore(_ key: Key, state: DownloadState, checksum: Checksum?) {
+        mutating func restore(_ key: Key, state: DownloadState, checksum: Checksum?, priority: Int = 0) {
             var entry = Entry()
+            entry.priority = priority
             switch state {
             case .idle: entry.phase = .idle
             case .queued, .downloading, .suspended: entry.phase = .suspended  // interrupted: not running any more
@@ -245,8 +246,11 @@ extension DownloadManager {
 
         /// Drops a download: its waiters are answered now, its receipt goes, and its files go once no transfer
         /// touches them any more.
-        mutating func remove(_ key: Key) -> [Action] {
+        /// - Parameter keepingCompletedFile: leave the completed file on disk (`forget`): only the partial file and
+        ///   the file of a replacement still running are deleted.
+        mutating func remove(_ key: Key, keepingCompletedFile: Bool = false) -> [Action] {
             guard var entry = entries[key], !entry.isRemoved else { return [] }
+            if keepingCompletedFile { entry.hasCompletedFile = false }
             let everyone = entry.waiters.map(\.id) + entry.verifying.flatMap(\.waiters)
             var actions: [Action] = everyone.isEmpty ? [] : [.fail(everyone, key, .removed)]
             actions.append(.forget(key))

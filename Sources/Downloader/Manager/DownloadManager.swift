@@ -146,7 +146,9 @@ public actor DownloadManager {
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {
             let url = record.receipt.url
-            machine.restore(url, state: record.receipt.state, checksum: record.receipt.checksum)
+            machine.restore(
+                url, state: record.receipt.state, checksum: record.receipt.checksum,
+                priority: record.options.priority)
             if record.receipt.state == .completed {
                 completedFiles[url] = CompletedFile(
                     url: record.receipt.fileURL, length: record.receipt.totalBytesWritten)
@@ -258,6 +260,28 @@ public actor DownloadManager {
     /// Stops a download and deletes its files and receipt.
     public func remove(_ receipt: DownloadReceipt) { remove(receipt.url) }
 
+    /// Drops a download's receipt but keeps its completed file where it is: the manager no longer knows the URL, and
+    /// a later request downloads it again. A download that is not complete has no file of the user's to keep; it is
+    /// removed as by `remove(_:)` (its partial file is deleted). Callers waiting for it get `DownloadError.cancelled`.
+    public func forget(_ url: URL) {
+        // Unknown to the actor, the completed file is never deleted (not even by a replacement still stopping).
+        completedFiles[url] = nil
+        apply(machine.remove(url, keepingCompletedFile: true))
+    }
+
+    /// Drops a download's receipt, keeping its completed file.
+    public func forget(_ receipt: DownloadReceipt) { forget(receipt.url) }
+
+    /// Changes how many downloads transfer at once. Raising it starts waiting downloads now; lowering it stops
+    /// nothing: running downloads finish, and fewer start until the count is below the new limit.
+    /// - Parameter limit: at least 1 (smaller values count as 1).
+    public func setMaximumActiveDownloads(_ limit: Int) {
+        apply(machine.setLimit(limit))
+    }
+
+    /// How many downloads may transfer at once (see `setMaximumActiveDownloads(_:)`).
+    public var maximumActiveDownloads: Int { machine.limit }
+
     /// Suspends every waiting and running download.
     public func suspendAll() {
         for url in book.keys { apply(machine.suspend(url)) }
@@ -273,7 +297,13 @@ public actor DownloadManager {
         for url in book.keys { apply(machine.remove(url)) }
     }
 
-    /// Every state change and throttled progress of every download, from now on.
+    /// Every state change, throttled progress and retry of every download, from the moment of the call: subscribe
+    /// before you start downloads, or their first events are missed.
+    ///
+    /// The stream does not end when downloads finish — a manager lives on and may get more work. It finishes when
+    /// `shutdown()` has stopped everything (the last events are delivered first), or for one consumer when its task is
+    /// cancelled or it breaks out of its loop. A consumer that falls more than 10,000 events behind loses the oldest.
+    /// - Returns: a stream for one consumer; call again for another.
     public func events() -> AsyncStream<DownloadEvent> {
         let id = UUID()
         let (stream, continuation) = AsyncStream.makeStream(
@@ -309,7 +339,9 @@ public actor DownloadManager {
         let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
         if intact, let naming = options.chosenNaming { rename(url, to: naming) }
         apply(
-            machine.request(url, expectation: expectation, waiter: waiter, completedFileIsIntact: intact),
+            machine.request(
+                url, expectation: expectation, priority: options.priority, waiter: waiter,
+                completedFileIsIntact: intact),
             requestOptions: options)
     }
 

@@ -6,8 +6,11 @@ public enum DownloadEvent: Sendable, Hashable {
     case stateChanged(DownloadReceipt)
     /// Bytes arrived: counts, fraction, speed and ETA (at most 10 events a second per download).
     case progress(DownloadReceipt)
-    /// The download and its files were removed.
+    /// The download was removed (its files deleted) or forgotten (its completed file kept).
     case removed(URL)
+    /// A transient fault (a lost connection, a stall, 408, 429, 5xx) interrupted the download; it resumes by Range
+    /// after `delay` seconds. `attempt` counts the retries of this run from 1; `reason` is the fault.
+    case retrying(URL, attempt: Int, delay: TimeInterval, reason: DownloadError)
     /// The receipts could not be saved (a full disk, …); downloads go on, and saving is retried every second and with
     /// every change. `url` is the receipts journal.
     case receiptsSaveFailed(DownloadError)
@@ -18,16 +21,16 @@ public enum DownloadEvent: Sendable, Hashable {
     public var url: URL {
         switch self {
         case .stateChanged(let receipt), .progress(let receipt): return receipt.url
-        case .removed(let url), .receiptsSaved(let url): return url
+        case .removed(let url), .receiptsSaved(let url), .retrying(let url, _, _, _): return url
         case .receiptsSaveFailed(let error): return error.url ?? URL(fileURLWithPath: "/")
         }
     }
 
-    /// The receipt, except for `.removed`.
+    /// The receipt, for `.stateChanged` and `.progress`.
     public var receipt: DownloadReceipt? {
         switch self {
         case .stateChanged(let receipt), .progress(let receipt): return receipt
-        case .removed, .receiptsSaveFailed, .receiptsSaved: return nil
+        case .removed, .receiptsSaveFailed, .receiptsSaved, .retrying: return nil
         }
     }
 }
@@ -39,6 +42,8 @@ extension DownloadEvent: CustomStringConvertible {
         case .stateChanged(let receipt): return "stateChanged(\(receipt))"
         case .progress(let receipt): return "progress(\(receipt))"
         case .removed(let url): return "removed(\(url.redactedAbsoluteString))"
+        case .retrying(let url, let attempt, let delay, let reason):
+            return "retrying(\(url.redactedAbsoluteString), attempt: \(attempt), delay: \(delay), reason: \(reason))"
         case .receiptsSaveFailed(let error): return "receiptsSaveFailed(\(error))"
         case .receiptsSaved(let url): return "receiptsSaved(\(url.path))"
         }

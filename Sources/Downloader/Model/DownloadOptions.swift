@@ -32,6 +32,10 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// assembled only from validated responses, but its content is not verified (`Verification.lengthOnly`). An
     /// expected checksum always hashes.
     public var computesMD5: Bool
+    /// Which waiting download starts first: higher first, ties in the manager's FIFO or LIFO order (default 0). It
+    /// orders only downloads that wait for a slot; a running one is never stopped for a higher priority. A request
+    /// with a higher priority than the download's raises it; a lower one leaves it.
+    public var priority: Int
 
     /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming (not chosen), MD5
     /// computed.
@@ -41,6 +45,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         expectedMD5 = nil
         chosenNaming = nil
         computesMD5 = true
+        priority = 0
     }
 
     /// Creates options.
@@ -50,18 +55,20 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - expectedMD5: the expected MD5 as hex, if known (shorthand for an MD5 `checksum`).
     ///   - naming: how the completed file is named; `nil` leaves the default (`.md5OfURL`) unchosen.
     ///   - computesMD5: whether to hash the file (see `computesMD5`).
+    ///   - priority: which waiting download starts first (see `priority`).
     public init(
         headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
-        naming: FileNaming? = nil, computesMD5: Bool = true
+        naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0
     ) {
         self.headers = headers
         self.checksum = checksum
         self.expectedMD5 = expectedMD5
         self.chosenNaming = naming
         self.computesMD5 = computesMD5
+        self.priority = priority
     }
 
-    private enum CodingKeys: String, CodingKey { case headers, checksum, expectedMD5, naming, computesMD5 }
+    private enum CodingKeys: String, CodingKey { case headers, checksum, expectedMD5, naming, computesMD5, priority }
 
     /// The checksum the caller expects: `checksum`, else `expectedMD5`.
     /// - Throws: `DownloadError.invalidChecksum` when `expectedMD5` is not 32 hex digits.
@@ -81,6 +88,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         expectedMD5 = try container.decodeIfPresent(String.self, forKey: .expectedMD5)
         chosenNaming = try container.decodeIfPresent(FileNaming.self, forKey: .naming)
         computesMD5 = try container.decodeIfPresent(Bool.self, forKey: .computesMD5) ?? true
+        priority = try container.decodeIfPresent(Int.self, forKey: .priority) ?? 0
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -90,5 +98,6 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         try container.encodeIfPresent(expectedMD5, forKey: .expectedMD5)
         try container.encodeIfPresent(chosenNaming, forKey: .naming)
         try container.encode(computesMD5, forKey: .computesMD5)
+        if priority != 0 { try container.encode(priority, forKey: .priority) }
     }
 }

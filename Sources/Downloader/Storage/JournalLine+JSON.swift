@@ -108,6 +108,10 @@ extension DownloadOptions {
         }
         out.key("computesMD5")
         out.raw(Data((computesMD5 ? "true" : "false").utf8))
+        if priority != 0 {
+            out.key("priority")
+            out.raw(Data(String(priority).utf8))
+        }
         out.close()
     }
 }
