@@ -139,6 +139,22 @@ final class DownloadManagerControlTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("A body that trickles below the lowest speed is a stall; a fast one is not")
+    func lowestSpeed() async throws {
+        var configuration = DownloadManager.Configuration.forTests(directory: temporary.url, retryLimit: 0)
+        configuration.lowestSpeedLimit = 20_000
+        configuration.lowestSpeedInterval = 1
+        let manager = try DownloadManager(configuration: configuration)
+        // 2,000 bytes/s: something arrives all the time, so the stall timeout (10 s) never fires.
+        let slow = server.url("/bytes/trickle?size=100000&rate=2000")
+        await #expect(throws: DownloadError.stalled) { try await manager.download(slow) }
+        let reason = await manager.receipt(for: slow)?.error?.reason ?? ""
+        #expect(reason.contains("slower than 20000 bytes/s"), "\(reason)")
+        let fast = server.url("/bytes/quick?size=3000000&rate=4000000")
+        #expect(try await manager.download(fast).totalBytesWritten == 3_000_000)
+        await manager.shutdown()
+    }
+
     @Test("localizedDescription says what happened and to which URL, with credentials hidden")
     func localizedDescriptions() async throws {
         let manager = try makeManager()

@@ -21,6 +21,12 @@ extension DownloadManager {
         public var maximumRetryDelay: TimeInterval
         /// A request that receives no byte for this long is closed and retried (seconds). Default 30.
         public var stallTimeout: TimeInterval
+        /// A request that receives less than this many bytes per second, measured over `lowestSpeedInterval`, is
+        /// closed and retried like a stall (a body that trickles a byte every few seconds never trips
+        /// `stallTimeout`). Default `nil`: no lowest speed.
+        public var lowestSpeedLimit: Int?
+        /// The interval over which `lowestSpeedLimit` is measured, in seconds (aria2 uses 30). Default 30.
+        public var lowestSpeedInterval: TimeInterval
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
         /// Default 8 MiB.
         public var windowSize: Int
@@ -51,6 +57,8 @@ extension DownloadManager {
             retryBaseDelay = 1
             maximumRetryDelay = 60
             stallTimeout = 30
+            lowestSpeedLimit = nil
+            lowestSpeedInterval = 30
             windowSize = 8 << 20
             completedDirectory = nil
             stateDirectory = nil

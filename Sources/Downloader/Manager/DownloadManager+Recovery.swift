@@ -76,7 +76,8 @@ extension DownloadManager {
         var checksum = entry.checksum
         var verification = entry.verification
         if let placement = entry.placement {
-            guard let target = directory.completedFile(named: placement.name) else {
+            guard let target = directory.completedFile(named: placement.name, destination: entry.options.destination)
+            else {
                 return .failure(Dropped(reason: "\(url.redactedAbsoluteString) was placed outside the completed area"))
             }
             if isPlaced(partial, at: target, length: placement.length, checksum: placement.checksum) {
@@ -92,7 +93,9 @@ extension DownloadManager {
         }
         switch state {
         case .completed:
-            guard let name = filename, let file = directory.completedFile(named: name) else {
+            guard let name = filename,
+                let file = directory.completedFile(named: name, destination: entry.options.destination)
+            else {
                 return .failure(
                     Dropped(
                         reason:

@@ -137,7 +137,10 @@ public actor DownloadManager {
         bridge = SessionBridge(
             configuration: .init(
                 stallTimeout: configuration.stallTimeout, maximumRedirects: 10,
-                maximumConnectionsPerHost: max(6, configuration.maximumActiveDownloads + 2)))
+                maximumConnectionsPerHost: max(6, configuration.maximumActiveDownloads + 2),
+                lowestSpeed: configuration.lowestSpeedLimit.map {
+                    (Double($0), max(0.1, configuration.lowestSpeedInterval))
+                }))
         runner = TransferRunner(
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),
@@ -324,7 +327,8 @@ public actor DownloadManager {
         return nextWaiterID
     }
 
-    /// One caller's request: validated, a completed file renamed if the naming changed, then handed to the machine.
+    /// One caller's request: validated, a completed file moved if its naming or destination changed, then handed to
+    /// the machine.
     private func request(_ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?) {
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
         var expectation: Checksum?
@@ -332,17 +336,34 @@ public actor DownloadManager {
             if let openError { throw openError }
             try url.validateForDownload()
             expectation = try options.expectation()
+            try validateDestination(options.destination, of: url)
         } catch {
             apply(machine.reject(url, error: error, waiter: waiter), requestOptions: options)
             return
         }
         let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
-        if intact, let naming = options.chosenNaming { rename(url, to: naming) }
+        if intact { relocate(url, for: options) }
         apply(
             machine.request(
                 url, expectation: expectation, priority: options.priority, waiter: waiter,
                 completedFileIsIntact: intact),
             requestOptions: options)
+    }
+
+    /// A destination must be a file path outside the state folder, not a folder.
+    private func validateDestination(_ destination: URL?, of url: URL) throws(DownloadError) {
+        guard let destination else { return }
+        guard destination.isFileURL, !destination.path.hasSuffix("/") else {
+            throw .fileSystem(url, reason: "the destination \(destination.absoluteString) is not a file path")
+        }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw .fileSystem(url, reason: "the destination \(destination.path) is a folder")
+        }
+        let state = directory.stateArea.standardizedFileURL.path + "/"
+        guard !destination.standardizedFileURL.path.hasPrefix(state) else {
+            throw .fileSystem(url, reason: "the destination \(destination.path) is inside the state folder")
+        }
     }
 
     private func cancelWaiter(_ id: Machine.WaiterID, of url: URL) {
@@ -363,27 +384,43 @@ public actor DownloadManager {
         return FileManager.default.sizeOfItem(at: file.url) == file.length
     }
 
-    /// Gives a completed file the name another naming asks for (no network: it is the same file).
-    private func rename(_ url: URL, to naming: FileNaming) {
-        guard var record = book[url], let file = completedFiles[url], record.options.naming != naming else { return }
-        let name = DownloadDirectory.finalName(naming: naming, url: url, suggested: record.suggestedFilename)
-        record.options.naming = naming
-        if name != file.url.lastPathComponent {
-            let target: FilePlacement.Target
-            if case .md5OfURL = naming {
-                target = .replace(directory.completedArea.appendingPathComponent(name))
-            } else {
-                target = .unique(area: directory.completedArea, name: name)
+    /// Moves a completed file where a request's explicit naming or destination puts it (no network: it is the same
+    /// file). Options that choose neither never move a file.
+    private func relocate(_ url: URL, for requested: DownloadOptions) {
+        guard requested.chosenNaming != nil || requested.destination != nil else { return }
+        guard var record = book[url], let file = completedFiles[url] else { return }
+        var options = record.options
+        options.destination = requested.destination
+        if let naming = requested.chosenNaming { options.naming = naming }
+        guard options.destination != record.options.destination || options.naming != record.options.naming else {
+            return
+        }
+        record.options.naming = options.naming
+        record.options.destination = options.destination
+        let target = directory.placementTarget(for: options, url: url, suggested: record.suggestedFilename)
+        let inPlace: Bool
+        switch target {
+        case .replace(let path):
+            inPlace = path.standardizedFileURL == file.url.standardizedFileURL
+        case .unique(let area, let name):
+            inPlace =
+                name == file.url.lastPathComponent
+                && area.standardizedFileURL == file.url.deletingLastPathComponent().standardizedFileURL
+        }
+        if !inPlace {
+            if let destination = options.destination {
+                try? FileManager.default.createDirectory(
+                    at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
             }
-            let options = record.options
+            let placed = record.options
             let suggested = record.suggestedFilename
             let checksum = record.receipt.checksum
             guard
                 let moved = try? FilePlacement.place(
-                    file.url, at: target, length: file.length, checksum: record.receipt.checksum, downloadURL: url,
+                    file.url, at: target, length: file.length, checksum: checksum, downloadURL: url,
                     willClaim: { [journal] claimed in
                         let entry = JournalEntry(
-                            placing: url, options: options, name: claimed.lastPathComponent, length: file.length,
+                            placing: url, options: placed, name: claimed.lastPathComponent, length: file.length,
                             checksum: checksum, suggested: suggested)
                         journal?.appendNow([.put(entry)])
                     })

@@ -49,7 +49,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let tooManyRedirects = DownloadError(.tooManyRedirects)
     /// The connection could not be made, or was lost or reset, or the body ended early.
     public static let connectionFailed = DownloadError(.connectionFailed)
-    /// No byte arrived for longer than the stall timeout.
+    /// No byte arrived for longer than the stall timeout, or the transfer stayed below the lowest speed.
     public static let stalled = DownloadError(.stalled)
     /// Reading or writing local files failed (disk full, permissions, …).
     public static let fileSystem = DownloadError(.fileSystem)
@@ -143,6 +143,12 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     static func stalled(_ url: URL, seconds: Double) -> DownloadError {
         DownloadError(.stalled, url: url, reason: "no data for \(Int(seconds)) s")
+    }
+
+    static func tooSlow(_ url: URL, bytesPerSecond: Double, seconds: Double) -> DownloadError {
+        DownloadError(
+            .stalled, url: url,
+            reason: "slower than \(Int(bytesPerSecond)) bytes/s for \(Int(seconds.rounded())) s")
     }
 
     static func fileSystem(_ url: URL?, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError {

@@ -1,3 +1,5 @@
+import Foundation
+
 /// How the completed file is named.
 public enum FileNaming: Sendable, Hashable, Codable {
     /// `md5(url)` plus the URL's extension: stable, unique per URL, never colliding.
@@ -36,6 +38,12 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// orders only downloads that wait for a slot; a running one is never stopped for a higher priority. A request
     /// with a higher priority than the download's raises it; a lower one leaves it.
     public var priority: Int
+    /// The exact file the verified download is written to (a file URL), instead of a name in the completed area.
+    /// Its folders are created; a file already there is replaced only by a verified one, atomically. `naming` is
+    /// then unused. A manager keeps one download per URL: asking for a completed URL with another destination moves
+    /// its file there (as another naming renames it), and a request that joins a running download gets the file
+    /// where that download puts it. To have one URL in two places, copy the file. Default `nil`.
+    public var destination: URL?
 
     /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming (not chosen), MD5
     /// computed.
@@ -46,6 +54,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         chosenNaming = nil
         computesMD5 = true
         priority = 0
+        destination = nil
     }
 
     /// Creates options.
@@ -56,9 +65,10 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - naming: how the completed file is named; `nil` leaves the default (`.md5OfURL`) unchosen.
     ///   - computesMD5: whether to hash the file (see `computesMD5`).
     ///   - priority: which waiting download starts first (see `priority`).
+    ///   - destination: the exact file to write, if not a name in the completed area (see `destination`).
     public init(
         headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
-        naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0
+        naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0, destination: URL? = nil
     ) {
         self.headers = headers
         self.checksum = checksum
@@ -66,9 +76,12 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         self.chosenNaming = naming
         self.computesMD5 = computesMD5
         self.priority = priority
+        self.destination = destination
     }
 
-    private enum CodingKeys: String, CodingKey { case headers, checksum, expectedMD5, naming, computesMD5, priority }
+    private enum CodingKeys: String, CodingKey {
+        case headers, checksum, expectedMD5, naming, computesMD5, priority, destination
+    }
 
     /// The checksum the caller expects: `checksum`, else `expectedMD5`.
     /// - Throws: `DownloadError.invalidChecksum` when `expectedMD5` is not 32 hex digits.
@@ -89,6 +102,9 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         chosenNaming = try container.decodeIfPresent(FileNaming.self, forKey: .naming)
         computesMD5 = try container.decodeIfPresent(Bool.self, forKey: .computesMD5) ?? true
         priority = try container.decodeIfPresent(Int.self, forKey: .priority) ?? 0
+        destination = try container.decodeIfPresent(String.self, forKey: .destination).map {
+            URL(fileURLWithPath: $0)
+        }
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -99,5 +115,6 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         try container.encodeIfPresent(chosenNaming, forKey: .naming)
         try container.encode(computesMD5, forKey: .computesMD5)
         if priority != 0 { try container.encode(priority, forKey: .priority) }
+        try container.encodeIfPresent(destination?.path, forKey: .destination)
     }
 }

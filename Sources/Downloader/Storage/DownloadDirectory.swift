@@ -81,10 +81,27 @@ struct DownloadDirectory: Sendable {
         URL(fileURLWithPath: partialPrefix + Self.key(for: url) + ".state", isDirectory: false)
     }
 
-    /// The completed file called `name` (a single sanitised component), or `nil` for a name that is not one.
-    func completedFile(named name: String) -> URL? {
+    /// The completed file called `name` (a single sanitised component), or `nil` for a name that is not one. With a
+    /// destination, the name must be the destination's own.
+    func completedFile(named name: String, destination: URL? = nil) -> URL? {
+        if let destination {
+            return destination.lastPathComponent == name ? destination.standardizedFileURL : nil
+        }
         guard FilenameSanitizer.sanitize(name) == name else { return nil }
         return completedArea.appendingPathComponent(name)
+    }
+
+    /// Where a verified file goes: the options' exact destination (replaced), the name that belongs to the URL
+    /// (`.md5OfURL`, replaced), or the first free name in the completed area.
+    /// - Parameters:
+    ///   - options: the download's options.
+    ///   - url: the download's URL.
+    ///   - suggested: the raw `Content-Disposition` name, if the server sent one.
+    func placementTarget(for options: DownloadOptions, url: URL, suggested: String?) -> FilePlacement.Target {
+        if let destination = options.destination { return .replace(destination.standardizedFileURL) }
+        let name = Self.finalName(naming: options.naming, url: url, suggested: suggested)
+        if case .md5OfURL = options.naming { return .replace(completedArea.appendingPathComponent(name)) }
+        return .unique(area: completedArea, name: name)
     }
 
     /// The default file name: `md5(url)` plus the URL's extension, if it has a sane one.

@@ -112,6 +112,10 @@ extension DownloadOptions {
             out.key("priority")
             out.raw(Data(String(priority).utf8))
         }
+        if let destination {
+            out.key("destination")
+            out.string(destination.path)
+        }
         out.close()
     }
 }

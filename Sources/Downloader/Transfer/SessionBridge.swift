@@ -22,6 +22,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var maximumRedirects: Int = 10
         /// Connections per host; keep it at least the number of active downloads.
         var maximumConnectionsPerHost: Int = 8
+        /// Close a request that received fewer than `bytesPerSecond × seconds` bytes in any `seconds` (a body that
+        /// trickles is a stall too); `nil` checks only `stallTimeout`.
+        var lowestSpeed: (bytesPerSecond: Double, seconds: Double)?
     }
 
     private struct Entry {
@@ -31,6 +34,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var continuation: CheckedContinuation<RequestEnd, Never>?
         var closed = false
         var lastActivity: UInt64
+        /// Where the current lowest-speed interval began, and the body bytes received since.
+        var speedIntervalStart: UInt64
+        var speedIntervalBytes = 0
         var visited: Set<String> = []
         /// A redirect's completion handler was called and its callback has not reached the task yet. Cancelling in
         /// that window makes corelibs trap ("Received callback for HTTP redirection, but we're not waiting for it"),
@@ -73,7 +79,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         sessionConfiguration.timeoutIntervalForRequest = max(600, configuration.stallTimeout * 4)
         session = URLSession(configuration: sessionConfiguration, delegate: self, delegateQueue: delegateQueue)
 
-        let interval = max(0.05, min(1, configuration.stallTimeout / 4))
+        let shortest = min(configuration.stallTimeout, configuration.lowestSpeed?.seconds ?? .infinity)
+        let interval = max(0.05, min(1, shortest / 4))
         watchdog.schedule(deadline: .now() + interval, repeating: interval)
         watchdog.setEventHandler { [weak self] in self?.checkForStalls() }
         watchdog.resume()
@@ -94,6 +101,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                     state.entries[id] = Entry(
                         task: task, sink: sink, originalURL: request.url!, continuation: continuation,
                         lastActivity: DispatchTime.now().uptimeNanoseconds,
+                        speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
                         visited: [request.url!.absoluteString])
                     return true
                 }
@@ -178,10 +186,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     // MARK: - Delegate-queue side
 
     /// The sink of an open request, marking activity for the watchdog; `nil` once closed.
-    private func openSink(_ id: Int) -> (any TransferSink)? {
+    private func openSink(_ id: Int, received: Int = 0) -> (any TransferSink)? {
         state.withLock { state in
             guard var entry = state.entries[id], !entry.closed else { return nil }
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
+            entry.speedIntervalBytes += received
             state.entries[id] = entry
             return entry.sink
         }
@@ -207,7 +216,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let id = dataTask.taskIdentifier
-        guard let sink = openSink(id) else { return }
+        guard let sink = openSink(id, received: data.count) else { return }
         if let end = sink.receive(data: data) { close(taskIdentifier: id, with: end) }
     }
 
@@ -290,19 +299,36 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     // MARK: - Watchdog
 
-    /// Closes requests that received nothing for `stallTimeout`, and releases callers of closed requests whose
-    /// completion never came (5 s after the close).
+    /// Closes requests that received nothing for `stallTimeout` (or less than the lowest speed over its interval),
+    /// and releases callers of closed requests whose completion never came (5 s after the close).
     private func checkForStalls() {
         let limit = UInt64(configuration.stallTimeout * 1e9)
         let grace: UInt64 = 5_000_000_000
         let now = DispatchTime.now().uptimeNanoseconds
-        let (stalled, abandoned) = state.withLock { state -> ([(Int, URL)], [Entry]) in
-            var stalled: [(Int, URL)] = []
+        let lowestSpeed = configuration.lowestSpeed
+        let (stalled, abandoned) = state.withLock { state -> ([(Int, DownloadError)], [Entry]) in
+            var stalled: [(Int, DownloadError)] = []
             var abandoned: [Entry] = []
-            for (id, entry) in state.entries {
+            for (id, var entry) in state.entries {
                 if !entry.closed {
                     if now > entry.lastActivity && now - entry.lastActivity > limit {
-                        stalled.append((id, entry.originalURL))
+                        stalled.append((id, .stalled(entry.originalURL, seconds: configuration.stallTimeout)))
+                    } else if let lowestSpeed, now > entry.speedIntervalStart,
+                        Double(now - entry.speedIntervalStart) >= lowestSpeed.seconds * 1e9
+                    {
+                        if Double(entry.speedIntervalBytes) < lowestSpeed.bytesPerSecond * lowestSpeed.seconds {
+                            stalled.append(
+                                (
+                                    id,
+                                    .tooSlow(
+                                        entry.originalURL, bytesPerSecond: lowestSpeed.bytesPerSecond,
+                                        seconds: lowestSpeed.seconds)
+                                ))
+                        } else {
+                            entry.speedIntervalStart = now
+                            entry.speedIntervalBytes = 0
+                            state.entries[id] = entry
+                        }
                     }
                 } else if now > entry.closedAt && now - entry.closedAt > grace {
                     abandoned.append(entry)
@@ -311,8 +337,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             }
             return (stalled, abandoned)
         }
-        for (id, url) in stalled {
-            close(taskIdentifier: id, with: .failed(.stalled(url, seconds: configuration.stallTimeout)))
+        for (id, error) in stalled {
+            close(taskIdentifier: id, with: .failed(error))
         }
         for entry in abandoned {
             entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled)

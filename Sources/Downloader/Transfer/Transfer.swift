@@ -270,15 +270,18 @@ final class Transfer: Sendable {
     /// Moves the verified partial file into the completed area and forgets its saved state.
     private func complete(_ job: TransferJob, checksum: Checksum?) throws(DownloadError) -> URL {
         let target: FilePlacement.Target
-        if let replacing {
+        if let replacing, options.destination == nil {
             target = .replace(replacing)
         } else {
-            let name = DownloadDirectory.finalName(
-                naming: options.naming, url: url, suggested: job.metadata.suggestedFilename)
-            if case .md5OfURL = options.naming {
-                target = .replace(directory.completedArea.appendingPathComponent(name))  // the name is the URL's
-            } else {
-                target = .unique(area: directory.completedArea, name: name)
+            target = directory.placementTarget(for: options, url: url, suggested: job.metadata.suggestedFilename)
+        }
+        if let destination = options.destination {
+            do {
+                try FileManager.default.createDirectory(
+                    at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            } catch {
+                throw .fileSystem(
+                    url, reason: "cannot create the folder of \(destination.path): \(error.localizedDescription)")
             }
         }
         let suggested = job.metadata.suggestedFilename

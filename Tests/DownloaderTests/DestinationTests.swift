@@ -1,0 +1,88 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// `DownloadOptions.destination`: an exact path, replaced only by a verified file, known after a restart.
+@Suite("Destination")
+final class DestinationTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var temporary: TemporaryDirectory { TemporaryDirectory(existing: workspace.directory) }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    func makeManager() throws -> DownloadManager {
+        try DownloadManager(configuration: .forTests(directory: temporary.url.appendingPathComponent("manager")))
+    }
+
+    @Test("The file lands at the exact path, its folders created, and is known there after a restart")
+    func exactPath() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/exact?size=70000&filename=ignored.bin")
+        let target = temporary.url.appendingPathComponent("deep/er/file.iso")
+        let receipt = try await manager.download(url, options: DownloadOptions(destination: target))
+        #expect(receipt.fileURL == target.standardizedFileURL && receipt.filename == "file.iso")
+        #expect(try md5OfFile(target) == TestContent(name: "exact", size: 70000).md5)
+        await manager.shutdown()
+
+        let reopened = try makeManager()
+        let known = try #require(await reopened.receipt(for: url))
+        #expect(known.state == .completed && known.fileURL == target.standardizedFileURL)
+        let before = server.requests.count
+        _ = try await reopened.download(url, options: DownloadOptions(destination: target))
+        #expect(server.requests.count == before, "answered from the receipt")
+        await reopened.shutdown()
+    }
+
+    @Test("A file already at the destination is replaced only by a verified one")
+    func replacedOnlyWhenVerified() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/over?size=50000")
+        let target = temporary.url.appendingPathComponent("over.bin")
+        try Data("the user's old file".utf8).write(to: target)
+        let wrong = try Checksum(parsing: String(repeating: "0", count: 64))
+        await #expect(throws: DownloadError.checksumMismatch) {
+            try await manager.download(url, options: DownloadOptions(checksum: wrong, destination: target))
+        }
+        #expect(try Data(contentsOf: target) == Data("the user's old file".utf8))
+        let right = try #require(Checksum(md5: TestContent(name: "over", size: 50000).md5.hexString))
+        _ = try await manager.download(url, options: DownloadOptions(checksum: right, destination: target))
+        #expect(try md5OfFile(target) == TestContent(name: "over", size: 50000).md5)
+        await manager.shutdown()
+    }
+
+    @Test("Asking again with another destination moves the completed file there, without the network")
+    func moved() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/mover?size=20000")
+        let first = temporary.url.appendingPathComponent("a/first.bin")
+        let second = temporary.url.appendingPathComponent("b/second.bin")
+        _ = try await manager.download(url, options: DownloadOptions(destination: first))
+        let before = server.requests.count
+        let receipt = try await manager.download(url, options: DownloadOptions(destination: second))
+        #expect(server.requests.count == before)
+        #expect(receipt.fileURL == second.standardizedFileURL)
+        #expect(fileSize(first) == nil && fileSize(second) == 20000)
+        await manager.shutdown()
+    }
+
+    @Test("A destination that is a folder or inside the state folder is refused clearly")
+    func refused() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/bad?size=1000")
+        for target in [temporary.url, temporary.url.appendingPathComponent("manager/.downloader/x")] {
+            do {
+                _ = try await manager.download(url, options: DownloadOptions(destination: target))
+                Issue.record("\(target.path) was accepted")
+            } catch let error as DownloadError {
+                #expect(error == .fileSystem && error.reason.contains("destination"), "\(error)")
+            }
+        }
+        #expect(server.requests.isEmpty)
+        await manager.shutdown()
+    }
+}
