@@ -86,7 +86,8 @@ struct JournalLineTests {
                 naming: [nil, .md5OfURL, .suggested, .custom(text())].randomElement(using: &random)!,
                 computesMD5: Bool.random(using: &random),
                 priority: [0, 0, 1, -3, Int.max].randomElement(using: &random)!,
-                destination: Bool.random(using: &random) ? URL(fileURLWithPath: "/d/\(text())/f \(index)") : nil)
+                destination: Bool.random(using: &random) ? URL(fileURLWithPath: "/d/\(text())/f \(index)") : nil,
+                maximumBytesPerSecond: Bool.random(using: &random) ? Int.random(in: 1...Int.max, using: &random) : nil)
             if Bool.random(using: &random) { options.headers["Authorization"] = "Bearer \(text())" }
             var entry = JournalEntry(
                 ReceiptRecord(

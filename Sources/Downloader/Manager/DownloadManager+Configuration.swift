@@ -25,6 +25,9 @@ extension DownloadManager {
         /// closed and retried like a stall (a body that trickles a byte every few seconds never trips
         /// `stallTimeout`). Default `nil`: no lowest speed.
         public var lowestSpeedLimit: Int?
+        /// The most bytes per second all downloads together receive, on average. Kept by pacing Range windows (see
+        /// `DownloadOptions.maximumBytesPerSecond`). Default `nil`: no limit.
+        public var maximumBytesPerSecond: Int?
         /// The interval over which `lowestSpeedLimit` is measured, in seconds (aria2 uses 30). Default 30.
         public var lowestSpeedInterval: TimeInterval
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
@@ -58,6 +61,7 @@ extension DownloadManager {
             maximumRetryDelay = 60
             stallTimeout = 30
             lowestSpeedLimit = nil
+            maximumBytesPerSecond = nil
             lowestSpeedInterval = 30
             windowSize = 8 << 20
             completedDirectory = nil

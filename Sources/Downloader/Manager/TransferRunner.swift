@@ -16,6 +16,8 @@ struct TransferRunner: Sendable {
     let backoff: Backoff
     let retryLimit: Int
     let engine: Transfer.Configuration
+    /// The manager's bandwidth limit, shared by every transfer.
+    var sharedLimiter: BandwidthLimiter?
 
     /// Runs the attempts until one completes, a fault is not transient, the retries are used up, or the task is
     /// cancelled.
@@ -34,10 +36,11 @@ struct TransferRunner: Sendable {
         willRetry: @escaping @Sendable (Retry) async -> Void
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
         var retries = 0
+        let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, willPlace: willPlace, progress: progress)
+                replacing: replacing, willPlace: willPlace, limiters: limiters, progress: progress)
             do throws(DownloadError) {
                 let result = try await transfer.run()
                 return (.completed(result.checksum), result)

@@ -44,6 +44,11 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// its file there (as another naming renames it), and a request that joins a running download gets the file
     /// where that download puts it. To have one URL in two places, copy the file. Default `nil`.
     public var destination: URL?
+    /// The most bytes per second this download receives, on average (the manager's
+    /// `Configuration.maximumBytesPerSecond` applies as well). URLSession cannot slow a response, so the limit is
+    /// kept by asking for small Range windows (a quarter of a second at the limit) no faster than the limit allows;
+    /// a server that ignores Range sends the file at its own speed. Default `nil`: no limit.
+    public var maximumBytesPerSecond: Int?
 
     /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming (not chosen), MD5
     /// computed.
@@ -55,6 +60,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         computesMD5 = true
         priority = 0
         destination = nil
+        maximumBytesPerSecond = nil
     }
 
     /// Creates options.
@@ -66,9 +72,11 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - computesMD5: whether to hash the file (see `computesMD5`).
     ///   - priority: which waiting download starts first (see `priority`).
     ///   - destination: the exact file to write, if not a name in the completed area (see `destination`).
+    ///   - maximumBytesPerSecond: a bandwidth limit for this download (see `maximumBytesPerSecond`).
     public init(
         headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
-        naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0, destination: URL? = nil
+        naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0, destination: URL? = nil,
+        maximumBytesPerSecond: Int? = nil
     ) {
         self.headers = headers
         self.checksum = checksum
@@ -77,10 +85,12 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         self.computesMD5 = computesMD5
         self.priority = priority
         self.destination = destination
+        self.maximumBytesPerSecond = maximumBytesPerSecond
     }
 
     private enum CodingKeys: String, CodingKey {
         case headers, checksum, expectedMD5, naming, computesMD5, priority, destination
+        case maximumBytesPerSecond
     }
 
     /// The checksum the caller expects: `checksum`, else `expectedMD5`.
@@ -105,6 +115,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         destination = try container.decodeIfPresent(String.self, forKey: .destination).map {
             URL(fileURLWithPath: $0)
         }
+        maximumBytesPerSecond = try container.decodeIfPresent(Int.self, forKey: .maximumBytesPerSecond)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -116,5 +127,6 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         try container.encode(computesMD5, forKey: .computesMD5)
         if priority != 0 { try container.encode(priority, forKey: .priority) }
         try container.encodeIfPresent(destination?.path, forKey: .destination)
+        try container.encodeIfPresent(maximumBytesPerSecond, forKey: .maximumBytesPerSecond)
     }
 }

@@ -116,6 +116,10 @@ extension DownloadOptions {
             out.key("destination")
             out.string(destination.path)
         }
+        if let maximumBytesPerSecond {
+            out.key("maximumBytesPerSecond")
+            out.raw(Data(String(maximumBytesPerSecond).utf8))
+        }
         out.close()
     }
 }

@@ -49,6 +49,8 @@ final class Transfer: Sendable {
     /// Told where the verified file goes just before it moves (the manager records it, so that a crash during the
     /// move is recognised): the path, the length, the digest and the server's suggested name.
     let willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)?
+    /// Bandwidth limits this transfer keeps (its own, the manager's): each Range window waits for its turn.
+    let limiters: [BandwidthLimiter]
     private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
 
     /// Creates a transfer; nothing happens until `run()`.
@@ -60,11 +62,12 @@ final class Transfer: Sendable {
     ///   - configuration: engine settings.
     ///   - replacing: a completed file the verified file replaces, if any.
     ///   - willPlace: told where the verified file goes just before it moves.
+    ///   - limiters: bandwidth limits to keep.
     ///   - progress: called on the delegate queue after every chunk with the bytes on disk and the total if known.
     init(
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
         configuration: Configuration = Configuration(), replacing: URL? = nil,
-        willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)? = nil,
+        willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)? = nil, limiters: [BandwidthLimiter] = [],
         progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
     ) {
         self.url = url
@@ -74,6 +77,7 @@ final class Transfer: Sendable {
         self.configuration = configuration
         self.replacing = replacing
         self.willPlace = willPlace
+        self.limiters = limiters
         self.progress = progress
     }
 
@@ -182,11 +186,22 @@ final class Transfer: Sendable {
                     overlap = try await lastBytes(job, count: Int(min(Int64(Self.continuityCheckLength), start)))
                     requestStart = start - Int64(overlap.count)
                 }
-                let last = start + configuration.windowSize - 1
+                // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
+                let windowSize = limiters.map(\.windowSize).reduce(configuration.windowSize, min)
+                let last = start + windowSize - 1
                 end = job.metadata.totalLength.map { min(last, $0 - 1) } ?? last
                 request.setValue("bytes=\(requestStart)-\(end!)", forHTTPHeaderField: "Range")
                 if start > 0, let ifRange = job.metadata.validators.ifRange {
                     request.setValue(ifRange, forHTTPHeaderField: "If-Range")
+                }
+            }
+            if let end {
+                for limiter in limiters {
+                    do {
+                        try await limiter.wait(for: end - requestStart + 1)
+                    } catch {
+                        try await stop(job, with: .cancelled(url))
+                    }
                 }
             }
             let sink = WindowSink(

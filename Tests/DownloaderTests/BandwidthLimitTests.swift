@@ -1,0 +1,84 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Bandwidth limits: the schedule as a value, then paced downloads over real sockets.
+@Suite("Bandwidth limit")
+final class BandwidthLimitTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var temporary: TemporaryDirectory { TemporaryDirectory(existing: workspace.directory) }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    @Test("Requests start no earlier than their share of time at the limit")
+    func schedule() {
+        var schedule = BandwidthSchedule(bytesPerSecond: 1000)
+        #expect(schedule.reserve(250, now: 0) == 0)
+        #expect(schedule.reserve(250, now: 0) == 250_000_000)
+        #expect(schedule.reserve(500, now: 100_000_000) == 400_000_000)
+        // An idle spell is not saved up as a burst.
+        #expect(schedule.reserve(100, now: 10_000_000_000) == 0)
+        #expect(schedule.reserve(100, now: 10_000_000_000) == 100_000_000)
+        #expect(BandwidthSchedule(bytesPerSecond: 0).bytesPerSecond == 1)
+        #expect(BandwidthSchedule(bytesPerSecond: 1000).windowSize == 16 << 10)
+        #expect(BandwidthSchedule(bytesPerSecond: 4 << 20).windowSize == 1 << 20)
+    }
+
+    @Test("Seeded random requests: the bytes started by any moment never exceed the limit's share plus one request")
+    func scheduleInvariant() {
+        var random = SeededGenerator(seed: 14)
+        for _ in 0..<200 {
+            let rate = Int.random(in: 1...10_000_000, using: &random)
+            var schedule = BandwidthSchedule(bytesPerSecond: rate)
+            var now: UInt64 = 0
+            var first: UInt64?
+            var started: Int64 = 0
+            for _ in 0..<100 {
+                now += UInt64.random(in: 0...50_000_000, using: &random)
+                let bytes = Int64.random(in: 1...Int64(rate), using: &random)
+                let start = now + schedule.reserve(bytes, now: now)
+                first = first ?? start
+                // Everything before this request was booked at the limit from the first start on.
+                let allowed = Double(start - first!) / 1e9 * Double(rate)
+                #expect(Double(started) <= allowed + 1, "rate \(rate)")
+                started += bytes
+            }
+        }
+    }
+
+    @Test("A download limited to 1 MiB/s takes about size ÷ rate, and the file is right")
+    func perDownload() async throws {
+        let manager = try DownloadManager(configuration: .forTests(directory: temporary.url))
+        let url = server.url("/bytes/paced?size=\(3 << 20)")
+        let clock = ContinuousClock()
+        let began = clock.now
+        let receipt = try await manager.download(url, options: DownloadOptions(maximumBytesPerSecond: 1 << 20))
+        let seconds = (clock.now - began) / .seconds(1)
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "paced", size: 3 << 20).md5)
+        // The schedule forbids finishing before (size − one window) ÷ rate = 2.75 s; a loaded machine may be slower.
+        #expect(seconds >= 2.7, "\(seconds) s")
+        #expect(seconds < 6, "\(seconds) s")
+        #expect(server.requests.filter { $0.method == "GET" }.count >= 12, "quarter-second windows")
+        await manager.shutdown()
+    }
+
+    @Test("The manager's limit is shared by all its downloads")
+    func perManager() async throws {
+        var configuration = DownloadManager.Configuration.forTests(directory: temporary.url)
+        configuration.maximumBytesPerSecond = 1 << 20
+        let manager = try DownloadManager(configuration: configuration)
+        let urls = (0..<3).map { server.url("/bytes/shared\($0)?size=\(1 << 20)") }
+        let clock = ContinuousClock()
+        let began = clock.now
+        for url in urls { await manager.enqueue(url) }
+        for url in urls { _ = try await manager.download(url) }
+        let seconds = (clock.now - began) / .seconds(1)
+        #expect(seconds >= 2.7, "3 MiB at 1 MiB/s together: \(seconds) s")
+        await manager.shutdown()
+    }
+}
