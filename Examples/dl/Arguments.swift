@@ -8,36 +8,21 @@ struct UsageError: Error {
 
 /// The parsed command line of `dl`.
 struct Arguments {
-    static let usage = """
-        usage: dl [--dir DIR] [--max-active N] [--lifo] [--md5 HEX | --checksum ALG=HEX] [--checksum-file FILE
-                  [--checksum-optional]] [--header 'Name: value']... [--retries N] [--naming suggested|md5]
-                  [--quiet] [--no-md5] [--wait] URL...
-               dl --list [--dir DIR]
-
-        Downloads every URL into DIR (default ./downloads), several at once, resumably: run the same command again
-        after Ctrl-C, kill or a network fault and it continues where it stopped. Each verified file's absolute path
-        is printed on stdout; progress and messages go to stderr.
-
-          --dir DIR          where files and download state live (default ./downloads)
-          --max-active N     downloads at once (default 4)
-          --lifo             start the most recently listed waiting URL first
-          --md5 HEX          expected MD5 of the file (one URL only)
-          --checksum ALG=HEX expected checksum (one URL): sha-256=…, sha256:…, sha-1=…, md5=…, or bare hex
-          --checksum-file F  check each URL against the line for its file name in F, the output of sha256sum,
-                             sha1sum or md5sum (or their --tag form); a URL without a line is an error
-          --checksum-optional  with --checksum-file: URLs without a line are downloaded unchecked
-          --no-md5           do not hash files (faster; only their length is checked)
-          --header 'N: v'    an extra request header (repeatable)
-          --retries N        retries of transient faults per URL (default 5)
-          --naming MODE      suggested (server's or URL's name, default) or md5 (md5 of the URL)
-          --quiet            no progress or messages (errors are still reported)
-          --list             print the downloads known in DIR and exit
-          --wait             if another dl is using DIR, wait for it instead of exiting 1
-
-        Exit status: 0 all verified, 1 any failed, 2 usage error, 130 interrupted, 143 terminated.
-        """
+    /// One URL with what the command line and the input file say about it.
+    struct Request {
+        var url: URL
+        /// Where its file goes, when not a name in DIR: a folder (`nil`: DIR) and a file name.
+        var destination: (folder: String?, name: String)?
+        var checksum: Checksum?
+        var headers: [String: String] = [:]
+    }
 
     var directory = "downloads"
+    /// Whether `--dir`/`-P` was given (with `-O`, the state otherwise lives in the output's folder).
+    var directoryGiven = false
+    /// `-O`: the one URL's exact file.
+    var output: String?
+    var inputFile: InputFile?
     var maximumActive = 4
     var lifo = false
     var md5: String?
@@ -48,16 +33,25 @@ struct Arguments {
     var checksumOptional = false
     var computesMD5 = true
     var headers: [String: String] = [:]
+    var userAgent = "dl/\(Arguments.version)"
     var retries = 5
+    var timeout: Double = 30
+    var lowestSpeedLimit: Int?
+    var limitRate: Int?
+    var overallLimit: Int?
     var naming: FileNaming = .suggested
     var quiet = false
     var list = false
     var wait = false
     var help = false
-    var urls: [URL] = []
+    var showVersion = false
+    var requests: [Request] = []
+
+    /// The URLs in the order given (command line first, then the input file), without repeats.
+    var urls: [URL] { requests.map(\.url) }
 
     /// Parses `dl`'s arguments (without the program name).
-    /// - Throws: `UsageError` for unknown flags, missing or bad values, malformed URLs and unsupported schemes.
+    /// - Throws: `UsageError` for unknown flags, missing, empty or bad values, malformed URLs and unsupported schemes.
     static func parse(_ arguments: [String]) throws(UsageError) -> Arguments {
         var result = Arguments()
         var texts: [String] = []
@@ -65,16 +59,18 @@ struct Arguments {
         var optionsEnded = false
 
         func value(for flag: String, inline: String?) throws(UsageError) -> String {
-            if let inline { return inline }
-            index += 1
-            guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
-            return arguments[index]
-        }
-        func integer(_ text: String, for flag: String, minimum: Int) throws(UsageError) -> Int {
-            guard let number = Int(text), number >= minimum else {
-                throw UsageError(message: "\(flag) needs a whole number of at least \(minimum), not \"\(text)\"")
+            let text: String
+            if let inline {
+                text = inline
+            } else {
+                index += 1
+                guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
+                text = arguments[index]
             }
-            return number
+            guard !text.trimmingCharacters(in: .whitespaces).isEmpty else {
+                throw UsageError(message: "\(flag) needs a value, not an empty one")
+            }
+            return text
         }
 
         while index < arguments.count {
@@ -84,15 +80,30 @@ struct Arguments {
                 index += 1
                 continue
             }
-            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
-            let flag = parts[0]
-            let inline = parts.count == 2 ? parts[1] : nil
+            var flag = argument
+            var inline: String?
+            if argument.hasPrefix("--") {
+                let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+                flag = String(parts[0])
+                inline = parts.count == 2 ? String(parts[1]) : nil
+            } else if argument.count > 2, ["-P", "-O", "-i"].contains(String(argument.prefix(2))) {
+                flag = String(argument.prefix(2))  // wget's -Pdir, -Ofile
+                inline = String(argument.dropFirst(2))
+            }
             switch flag {
             case "--":
                 optionsEnded = true
-            case "--dir":
+            case "--dir", "-P", "--directory-prefix":
                 result.directory = try value(for: flag, inline: inline)
-                guard !result.directory.isEmpty else { throw UsageError(message: "--dir needs a directory") }
+                result.directoryGiven = true
+            case "--output", "-O", "--output-document":
+                let path = try value(for: flag, inline: inline)
+                guard path != "-" else { throw UsageError(message: "\(flag) -: dl writes files, not stdout") }
+                result.output = path
+            case "--input-file", "-i":
+                result.inputFile = try InputFile(parsing: readText(try value(for: flag, inline: inline), for: flag))
+            case "--continue", "-c":
+                break  // resuming is always on
             case "--max-active":
                 result.maximumActive = try integer(value(for: flag, inline: inline), for: flag, minimum: 1)
             case "--lifo":
@@ -113,32 +124,29 @@ struct Arguments {
                     throw UsageError(message: "--checksum: \(error.reason)")
                 }
             case "--checksum-file":
-                let path = try value(for: flag, inline: inline)
-                let text: String
-                do {
-                    text =
-                        path == "-"
-                        ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-                        : try String(contentsOfFile: path, encoding: .utf8)
-                } catch {
-                    throw UsageError(message: "--checksum-file: cannot read \(path)")
-                }
-                result.checksumFile = try ChecksumFile(parsing: text)
+                result.checksumFile = try ChecksumFile(
+                    parsing: readText(try value(for: flag, inline: inline), for: flag))
             case "--checksum-optional":
                 result.checksumOptional = true
             case "--header":
-                let text = try value(for: flag, inline: inline)
-                guard let colon = text.firstIndex(of: ":"), colon != text.startIndex else {
-                    throw UsageError(message: "--header needs 'Name: value', not \"\(text)\"")
-                }
-                let name = text[..<colon].trimmingCharacters(in: .whitespaces)
-                let headerValue = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
-                guard !name.isEmpty, !name.contains(" ") else {
-                    throw UsageError(message: "--header has a bad name in \"\(text)\"")
-                }
+                let (name, headerValue) = try header(value(for: flag, inline: inline), context: "--header")
                 result.headers[name] = headerValue
-            case "--retries":
+            case "--user-agent", "-U":
+                result.userAgent = try value(for: flag, inline: inline)
+            case "--retries", "--tries":
                 result.retries = try integer(value(for: flag, inline: inline), for: flag, minimum: 0)
+            case "--timeout", "-T":
+                let text = try value(for: flag, inline: inline)
+                guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
+                    throw UsageError(message: "\(flag) needs a number of seconds above 0, not \"\(text)\"")
+                }
+                result.timeout = seconds
+            case "--lowest-speed-limit":
+                result.lowestSpeedLimit = try rate(value(for: flag, inline: inline), for: flag)
+            case "--limit-rate":
+                result.limitRate = try rate(value(for: flag, inline: inline), for: flag)
+            case "--max-overall-limit", "--max-overall-download-limit":
+                result.overallLimit = try rate(value(for: flag, inline: inline), for: flag)
             case "--naming":
                 switch try value(for: flag, inline: inline) {
                 case "suggested": result.naming = .suggested
@@ -153,45 +161,80 @@ struct Arguments {
                 result.wait = true
             case "--help", "-h":
                 result.help = true
+            case "--version", "-V":
+                result.showVersion = true
             default:
-                throw UsageError(message: "unknown option \(flag)")
+                throw UsageError(message: "unknown option \(flag) (dl --help lists them)")
+            }
+            if inline != nil && flagTakesNoValue(flag) {
+                throw UsageError(message: "\(flag) takes no value")
             }
             index += 1
         }
 
-        if result.help { return result }
+        if result.help || result.showVersion { return result }
         if result.list {
-            guard texts.isEmpty else { throw UsageError(message: "--list takes no URLs") }
+            guard texts.isEmpty, result.inputFile == nil else { throw UsageError(message: "--list takes no URLs") }
             return result
         }
-        guard !texts.isEmpty else { throw UsageError(message: "no URL given") }
+        try result.collectRequests(texts)
+        try result.checkConsistency()
+        return result
+    }
+
+    /// The command line's URLs, then the input file's, each once.
+    private mutating func collectRequests(_ texts: [String]) throws(UsageError) {
         var seen = Set<URL>()
-        for text in texts {
+        func url(_ text: String, at place: String) throws(UsageError) -> URL {
             do {
-                let url = try URL.download(text)
-                if seen.insert(url).inserted { result.urls.append(url) }
+                return try URL.download(text)
             } catch {
-                throw UsageError(message: "\(text): \(error.reason)")
+                throw UsageError(message: "\(place)\(text): \(error.reason)")
             }
         }
-        if let md5 = result.md5 {
-            guard result.checksum == nil else { throw UsageError(message: "--md5 and --checksum: give one") }
-            result.checksum = Checksum(md5: md5)
+        for text in texts {
+            let parsed = try url(text, at: "")
+            if seen.insert(parsed).inserted { requests.append(Request(url: parsed)) }
         }
-        if result.checksum != nil && !result.computesMD5 {
+        for entry in inputFile?.entries ?? [] {
+            let parsed = try url(entry.text, at: "input file line \(entry.line): ")
+            guard seen.insert(parsed).inserted else { continue }
+            var request = Request(url: parsed, checksum: entry.checksum, headers: entry.headers)
+            if entry.output != nil || entry.directory != nil {
+                let name = entry.output ?? Self.fileName(of: parsed)
+                request.destination = (entry.directory, name)
+            }
+            requests.append(request)
+        }
+        guard !requests.isEmpty else { throw UsageError(message: "no URL given") }
+    }
+
+    /// Flags that are given together but cannot apply.
+    private mutating func checkConsistency() throws(UsageError) {
+        if let md5 {
+            guard checksum == nil else { throw UsageError(message: "--md5 and --checksum: give one") }
+            checksum = Checksum(md5: md5)
+        }
+        if checksum != nil && !computesMD5 {
             throw UsageError(message: "a checksum to verify and --no-md5 contradict each other")
         }
-        if result.checksum != nil && result.urls.count != 1 {
-            throw UsageError(message: "--checksum and --md5 apply to a single URL, but \(result.urls.count) were given")
+        if checksum != nil && requests.count != 1 {
+            throw UsageError(message: "--checksum and --md5 apply to a single URL, but \(requests.count) were given")
         }
-        if let list = result.checksumFile, !result.checksumOptional {
-            for url in result.urls where list.checksum(for: url) == nil {
+        if let output {
+            guard requests.count == 1 else {
+                throw UsageError(message: "-O/--output applies to a single URL, but \(requests.count) were given")
+            }
+            let file = URL(fileURLWithPath: output)
+            requests[0].destination = (file.deletingLastPathComponent().path, file.lastPathComponent)
+        }
+        if let list = checksumFile, !checksumOptional {
+            for request in requests where request.checksum == nil && list.checksum(for: request.url) == nil {
                 throw UsageError(
                     message:
-                        "no checksum for \(url.lastPathComponent) in the --checksum-file (--checksum-optional allows that)"
+                        "no checksum for \(request.url.lastPathComponent) in the --checksum-file (--checksum-optional allows that)"
                 )
             }
         }
-        return result
     }
 }

@@ -21,7 +21,11 @@ struct Outcome: Sendable {
 /// Runs `dl` with parsed arguments.
 /// - Returns: the exit status (0 all verified, 1 any failed).
 func runDownloads(_ arguments: Arguments) async -> Int32 {
-    let directory = URL(fileURLWithPath: arguments.directory, isDirectory: true).standardizedFileURL
+    var folder = arguments.directory
+    if let output = arguments.output, !arguments.directoryGiven {
+        folder = URL(fileURLWithPath: output).deletingLastPathComponent().path  // wget -O leaves nothing elsewhere
+    }
+    let directory = URL(fileURLWithPath: folder, isDirectory: true).standardizedFileURL
     var configuration = DownloadManager.Configuration(directory: directory)
     configuration.completedDirectory = directory  // finished files land in DIR itself, like wget
     let state = directory.appendingPathComponent(".dl", isDirectory: true)
@@ -30,6 +34,9 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.maximumActiveDownloads = arguments.maximumActive
     configuration.prioritization = arguments.lifo ? .lifo : .fifo
     configuration.retryLimit = arguments.retries
+    configuration.stallTimeout = arguments.timeout
+    configuration.lowestSpeedLimit = arguments.lowestSpeedLimit
+    configuration.maximumBytesPerSecond = arguments.overallLimit
 
     if arguments.list && !FileManager.default.fileExists(atPath: state.path) {
         return 0  // nothing is known here, and listing creates nothing
@@ -81,10 +88,19 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     }
 
     var options: [URL: DownloadOptions] = [:]
-    for url in arguments.urls {
-        options[url] = DownloadOptions(
-            headers: arguments.headers, checksum: arguments.checksum ?? arguments.checksumFile?.checksum(for: url),
-            naming: arguments.naming, computesMD5: arguments.computesMD5)
+    for request in arguments.requests {
+        var headers = arguments.headers
+        headers["User-Agent"] = headers["User-Agent"] ?? arguments.userAgent
+        headers.merge(request.headers) { _, own in own }
+        let destination = request.destination.map { place in
+            URL(fileURLWithPath: place.folder ?? directory.path, isDirectory: true)
+                .appendingPathComponent(place.name).standardizedFileURL
+        }
+        options[request.url] = DownloadOptions(
+            headers: headers,
+            checksum: request.checksum ?? arguments.checksum ?? arguments.checksumFile?.checksum(for: request.url),
+            naming: arguments.naming, computesMD5: arguments.computesMD5, destination: destination,
+            maximumBytesPerSecond: arguments.limitRate)
     }
     for url in arguments.urls { await manager.enqueue(url, options: options[url]!) }  // in command-line order
     let plan = options
@@ -134,11 +150,16 @@ let arguments: Arguments
 do {
     arguments = try Arguments.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    FileHandle.standardError.write(Data("dl: \(error.message)\n\(Arguments.usage)\n".utf8))
+    FileHandle.standardError.write(
+        Data("dl: \(error.message)\nusage: dl [OPTION]... URL...  (dl --help lists every option)\n".utf8))
     exit(2)
 }
 if arguments.help {
     print(Arguments.usage)
+    exit(0)
+}
+if arguments.showVersion {
+    print("dl \(Arguments.version) (Downloader: resumable, verified downloads; MD5, SHA-1, SHA-256)")
     exit(0)
 }
 let status = await runDownloads(arguments)

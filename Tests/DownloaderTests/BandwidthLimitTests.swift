@@ -51,7 +51,7 @@ final class BandwidthLimitTests: Sendable {
         }
     }
 
-    @Test("A download limited to 1 MiB/s takes about size ÷ rate, and the file is right")
+    @Test("A download limited to 1 MiB/s is never faster than the limit, and the file is right")
     func perDownload() async throws {
         let manager = try DownloadManager(configuration: .forTests(directory: temporary.url))
         let url = server.url("/bytes/paced?size=\(3 << 20)")
@@ -60,9 +60,9 @@ final class BandwidthLimitTests: Sendable {
         let receipt = try await manager.download(url, options: DownloadOptions(maximumBytesPerSecond: 1 << 20))
         let seconds = (clock.now - began) / .seconds(1)
         #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "paced", size: 3 << 20).md5)
-        // The schedule forbids finishing before (size − one window) ÷ rate = 2.75 s; a loaded machine may be slower.
+        // The schedule forbids finishing before (size − one window) ÷ rate = 2.75 s. How close to 3 s it gets is
+        // measured by the dl timing test, alone (a loaded machine only makes this slower).
         #expect(seconds >= 2.7, "\(seconds) s")
-        #expect(seconds < 6, "\(seconds) s")
         #expect(server.requests.filter { $0.method == "GET" }.count >= 12, "quarter-second windows")
         await manager.shutdown()
     }

@@ -1,0 +1,57 @@
+extension Arguments {
+    /// `dl`'s version.
+    static let version = "0.2.0-dev"
+
+    /// `dl --help`, grouped like wget's.
+    static let usage = """
+        usage: dl [OPTION]... URL...
+               dl [OPTION]... -i FILE
+               dl --list [--dir DIR]
+
+        Downloads every URL into DIR (default ./downloads), several at once, resumably: run the same command again
+        after Ctrl-C, kill or a network fault and it continues where it stopped. Each verified file's absolute path
+        is printed on stdout; progress and messages go to stderr.
+
+        Startup:
+          -h, --help                 print this help and exit
+          -V, --version              print the version and exit
+          -i, --input-file FILE      read URLs from FILE (- for stdin): one per line, each optionally followed by
+                                     indented option lines, as aria2 writes them: out=NAME, dir=DIR,
+                                     checksum=ALG=HEX, header=Name: value
+
+        Download:
+          -P, --dir DIR              where files and download state live (default ./downloads)
+          -O, --output FILE          write the one URL to exactly FILE, replacing it once verified (the state
+                                     lives in FILE's folder unless --dir is given)
+          -c, --continue             accepted for habit's sake: resuming is always on
+              --max-active N         downloads at once (default 4)
+              --lifo                 start the most recently listed waiting URL first
+              --naming MODE          suggested (the server's or the URL's name, default) or md5 (md5 of the URL)
+              --header 'N: v'        an extra request header (repeatable)
+              --user-agent TEXT      the User-Agent header (default dl/VERSION)
+              --retries N            retries of transient faults per URL (default 5)
+              --timeout SECONDS      a request that receives nothing for this long is retried (default 30)
+              --lowest-speed-limit RATE
+                                     a request slower than RATE for 30 s is retried like a stall
+              --limit-rate RATE      at most RATE per download, e.g. 500k or 2M (bytes per second, k = 1024)
+              --max-overall-limit RATE
+                                     at most RATE for all downloads together
+              --wait                 if another dl is using DIR, wait for it instead of exiting 1
+
+        Verification:
+              --md5 HEX              expected MD5 of the file (one URL only)
+              --checksum ALG=HEX     expected checksum (one URL): sha-256=…, sha256:…, sha-1=…, md5=…, or bare hex
+              --checksum-file FILE   check each URL against the line for its file name in FILE, the output of
+                                     sha256sum, sha1sum or md5sum (or their --tag form); a URL without a line is
+                                     an error
+              --checksum-optional    with --checksum-file: URLs without a line are downloaded unchecked
+              --no-md5               do not hash files (faster; only their length is checked)
+
+        Output:
+          -q, --quiet                no progress or messages (errors are still reported)
+              --list                 print the downloads known in DIR and exit
+
+        Exit status: 0 all verified, 1 any failed (or another dl is using DIR), 2 usage error, 130 interrupted
+        (Ctrl-C), 143 terminated.
+        """
+}

@@ -1,0 +1,180 @@
+import Downloader
+import Foundation
+import HTTPTestServer
+import Testing
+
+/// The flags people type by habit from wget and aria2 (issue #14), each run through the built `dl`.
+@Suite("dl flags")
+final class DLFlagTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var work: URL { workspace.directory }
+
+    init() throws {
+        workspace = try TestWorkspace(prefix: "dl-flags")
+    }
+
+    var dir: URL { work.appendingPathComponent("out") }
+
+    func md5(_ url: URL) throws -> String {
+        MD5.hash(data: try Data(contentsOf: url)).hexString
+    }
+
+    func content(_ name: String, _ size: Int) -> String {
+        TestContent(name: name, size: size).md5.hexString
+    }
+
+    func entries(_ folder: URL) -> [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
+    }
+
+    @Test("-O writes the one URL to exactly that path, replaces a file there, and leaves nothing else")
+    func output() async throws {
+        let url = server.url("/bytes/o?size=40000&filename=other-name.bin")
+        let target = work.appendingPathComponent("sub/exact.iso")
+        try FileManager.default.createDirectory(
+            at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try Data("old".utf8).write(to: target)
+        let outcome = try await DLProcess.run(["-O", "sub/exact.iso", url.absoluteString], in: work)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(outcome.lines == [target.standardizedFileURL.path])
+        #expect(try md5(target) == content("o", 40000))
+        #expect(entries(target.deletingLastPathComponent()) == ["exact.iso"], "no state, no (1) copy")
+        #expect(!FileManager.default.fileExists(atPath: work.appendingPathComponent("downloads").path))
+    }
+
+    @Test("-P and -Pdir are --dir; -c is accepted")
+    func directoryAliases() async throws {
+        let a = server.url("/bytes/pa?size=1000")
+        let b = server.url("/bytes/pb?size=1000")
+        let first = try await DLProcess.run(["-c", "-P", "p1", a.absoluteString], in: work)
+        let second = try await DLProcess.run(["-Pp2", b.absoluteString], in: work)
+        #expect(first.status == 0 && second.status == 0, "\(first.stderr)\(second.stderr)")
+        #expect(first.lines == [work.appendingPathComponent("p1/pa").standardizedFileURL.path])
+        #expect(second.lines == [work.appendingPathComponent("p2/pb").standardizedFileURL.path])
+    }
+
+    @Test("-i reads aria2's format: out=, dir=, checksum=, header= per URL; comments and blank lines skipped")
+    func inputFile() async throws {
+        let a = server.url("/bytes/ia?size=3000")
+        let b = server.url("/bytes/ib?size=4000")
+        let c = server.url("/bytes/ic?size=5000")
+        let wrong = server.url("/bytes/id?size=1000")
+        let list = """
+            # a list
+            \(a.absoluteString)
+              out=renamed.bin
+              header=X-Per-URL: yes
+
+            \(b.absoluteString)
+            \tdir=\(work.appendingPathComponent("elsewhere").path)
+            \tchecksum=md5=\(content("ib", 4000))
+            \(c.absoluteString)
+            \(wrong.absoluteString)
+              checksum=md5=\(String(repeating: "0", count: 32))
+            """
+        try list.write(to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "--retries", "0", "-i", "list.txt"], in: work)
+        #expect(outcome.status == 1, "the wrong checksum fails: \(outcome.stderr)")
+        #expect(
+            Set(outcome.lines) == [
+                dir.appendingPathComponent("renamed.bin").path,
+                work.appendingPathComponent("elsewhere/ib").standardizedFileURL.path,
+                dir.appendingPathComponent("ic").path,
+            ])
+        #expect(try md5(dir.appendingPathComponent("renamed.bin")) == content("ia", 3000))
+        #expect(outcome.stderr.contains("id"))
+        let perURL = server.requests.filter { $0.value(forHeader: "X-Per-URL") == "yes" }.map(\.path)
+        #expect(Set(perURL) == ["/bytes/ia"])
+    }
+
+    @Test("--max-overall-limit is shared by every download")
+    func overallLimit() async throws {
+        let urls = (0..<2).map { server.url("/bytes/all\($0)?size=\(3 << 19)").absoluteString }
+        let clock = ContinuousClock()
+        let began = clock.now
+        let outcome = try await DLProcess.run(["--dir", dir.path, "--max-overall-limit", "1m"] + urls, in: work)
+        let seconds = (clock.now - began) / .seconds(1)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(seconds >= 2.7, "3 MiB together at 1 MiB/s took \(seconds) s")
+    }
+
+    @Test("--timeout closes a request that receives nothing; the retry is shown, then the failure")
+    func timeout() async throws {
+        let url = server.url("/bytes/stuck?size=5000&stallAfter=1000&stall=60&stallCount=5")
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "--timeout", "0.5", "--retries", "1", url.absoluteString], in: work)
+        #expect(outcome.status == 1)
+        #expect(outcome.stderr.contains("no data for"), "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("retry 1 in"), "the retry is visible: \(outcome.stderr)")
+    }
+
+    @Test("--lowest-speed-limit treats a trickling body as stalled (after aria2's 30 s)")
+    func lowestSpeed() async throws {
+        let url = server.url("/bytes/trickle?size=1000000&rate=2000")
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "--lowest-speed-limit", "100k", "--retries", "0", url.absoluteString], in: work)
+        #expect(outcome.status == 1)
+        #expect(outcome.stderr.contains("slower than 102400 bytes/s for 30 s"), "\(outcome.stderr)")
+    }
+
+    @Test("--user-agent is sent, and dl names itself by default")
+    func userAgent() async throws {
+        let a = server.url("/bytes/ua?size=10")
+        let b = server.url("/bytes/ub?size=10")
+        _ = try await DLProcess.run(
+            ["--dir", dir.path, "--user-agent", "Mozilla/5.0 test", a.absoluteString], in: work)
+        _ = try await DLProcess.run(["--dir", dir.path, b.absoluteString], in: work)
+        let agents = Dictionary(
+            server.requests.map { ($0.path, $0.value(forHeader: "User-Agent") ?? "") }, uniquingKeysWith: { a, _ in a })
+        #expect(agents["/bytes/ua"] == "Mozilla/5.0 test")
+        #expect(agents["/bytes/ub"]?.hasPrefix("dl/") == true, "\(agents)")
+    }
+
+    @Test("--version and --help print to stdout and exit 0; --help lists every flag and the exit codes")
+    func versionAndHelp() async throws {
+        let version = try await DLProcess.run(["--version"], in: work)
+        #expect(version.status == 0 && version.stdout.hasPrefix("dl "))
+        let help = try await DLProcess.run(["-h"], in: work)
+        #expect(help.status == 0)
+        for flag in [
+            "--help", "--version", "--input-file", "--dir", "-P", "--output", "-O", "--continue", "--max-active",
+            "--lifo", "--naming", "--header", "--user-agent", "--retries", "--timeout", "--lowest-speed-limit",
+            "--limit-rate", "--max-overall-limit", "--wait", "--md5", "--checksum", "--checksum-file",
+            "--checksum-optional", "--no-md5", "--quiet", "-q", "--list", "Exit status", "130", "143",
+        ] {
+            #expect(help.stdout.contains(flag), "\(flag) is missing from --help")
+        }
+    }
+
+    @Test(
+        "Empty, missing and bad values are usage errors (exit 2)",
+        arguments: [
+            ["--dir=", "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"], ["--dir", "", "http://127.0.0.1:1/a"],
+            ["-O"], ["-O", "f", "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"], ["-O", "-", "http://127.0.0.1:1/a"],
+            ["--limit-rate", "0", "http://127.0.0.1:1/a"], ["--limit-rate", "fast", "http://127.0.0.1:1/a"],
+            ["--max-overall-limit", "", "http://127.0.0.1:1/a"], ["--timeout", "-1", "http://127.0.0.1:1/a"],
+            ["--lowest-speed-limit", "1x", "http://127.0.0.1:1/a"], ["--lifo=yes", "http://127.0.0.1:1/a"],
+            ["--user-agent=", "http://127.0.0.1:1/a"], ["-i", "no-such-file"], ["--version=2"],
+        ])
+    func usageErrors(arguments: [String]) async throws {
+        let outcome = try await DLProcess.run(arguments, in: work)
+        #expect(outcome.status == 2, "\(arguments): \(outcome.stderr)")
+        #expect(outcome.stderr.hasPrefix("dl: ") && outcome.stderr.contains("usage: dl"))
+        #expect(outcome.stdout.isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: work.appendingPathComponent("http:").path))
+    }
+
+    @Test(
+        "A bad input file is a usage error naming the line",
+        arguments: [
+            "  out=x\nhttp://127.0.0.1:1/a", "http://127.0.0.1:1/a\n  speed=3", "http://127.0.0.1:1/a\n  out=../x",
+        ])
+    func badInputFile(text: String) async throws {
+        try text.write(to: work.appendingPathComponent("bad.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(["-i", "bad.txt"], in: work)
+        #expect(outcome.status == 2)
+        #expect(outcome.stderr.contains("input file line"), "\(outcome.stderr)")
+    }
+}
