@@ -1,3 +1,4 @@
+import Dispatch
 import Downloader
 import Foundation
 
@@ -7,8 +8,9 @@ import Foundation
     import Darwin
 #endif
 
-/// Shows progress on stderr: live bars on a terminal, occasional plain lines otherwise, nothing when quiet. Lines
-/// for stdout go through it too, so that bars are cleared before a path is printed.
+/// Shows progress on stderr: live bars that fit the terminal on a terminal, occasional plain lines otherwise,
+/// nothing but errors and warnings when quiet. Lines for stdout go through it too, so that bars are cleared before a
+/// path is printed.
 final class ProgressRenderer: @unchecked Sendable {
     enum Mode {
         case terminal, plain, quiet
@@ -21,106 +23,180 @@ final class ProgressRenderer: @unchecked Sendable {
     }
 
     private let mode: Mode
+    private let width: () -> Int
+    private let writeError: (String) -> Void
+    private let writeOutput: (String) -> Void
+    private let now: () -> Date
     private let lock = NSLock()
     private var lines: [URL: Line] = [:]
     private var order: [URL] = []
     private var drawnLines = 0
     private var lastDraw = Date.distantPast
+    private let started: Date
+    private var completedFiles = 0
+    private var completedBytes: Int64 = 0
+    private var resize: DispatchSourceSignal?
 
-    init(mode: Mode) {
+    /// Creates a renderer.
+    /// - Parameters:
+    ///   - mode: terminal bars, plain lines, or quiet.
+    ///   - width: the terminal's columns, asked at every redraw.
+    ///   - writeError: where progress and messages go (stderr).
+    ///   - writeOutput: where result paths go (stdout).
+    ///   - now: the clock.
+    init(
+        mode: Mode, width: @escaping () -> Int = Screen.terminalWidth,
+        writeError: @escaping (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) },
+        writeOutput: @escaping (String) -> Void = { FileHandle.standardOutput.write(Data($0.utf8)) },
+        now: @escaping () -> Date = Date.init
+    ) {
         self.mode = mode
+        self.width = width
+        self.writeError = writeError
+        self.writeOutput = writeOutput
+        self.now = now
+        started = now()
+    }
+
+    /// Redraws at once when the terminal is resized (SIGWINCH), so the bars fit the new width.
+    func redrawOnResize() {
+        guard mode == .terminal else { return }
+        signal(SIGWINCH, SIG_IGN)
+        let source = DispatchSource.makeSignalSource(signal: SIGWINCH, queue: .global())
+        source.setEventHandler { [weak self] in self?.locked { $0.redraw(force: true) } }
+        source.resume()
+        resize = source
+    }
+
+    private func locked<T>(_ body: (ProgressRenderer) -> T) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(self)
     }
 
     /// Takes one manager event.
     func handle(_ event: DownloadEvent) {
-        lock.lock()
-        defer { lock.unlock() }
+        locked { $0.handleLocked(event) }
+    }
+
+    private func handleLocked(_ event: DownloadEvent) {
         switch event {
         case .stateChanged(let receipt):
             switch receipt.state {
             case .downloading:
                 if lines[receipt.url] == nil { order.append(receipt.url) }
-                lines[receipt.url] = Line(name: Self.displayName(receipt.url), receipt: receipt)
-                if mode == .plain { writeError("dl: \(Self.displayName(receipt.url)): downloading\n") }
+                lines[receipt.url] = Line(name: Screen.displayName(receipt.url), receipt: receipt)
+                if mode == .plain { message("dl: \(Screen.displayName(receipt.url)): downloading") }
             case .completed, .failed, .suspended, .idle, .queued:
                 if lines.removeValue(forKey: receipt.url) != nil { order.removeAll { $0 == receipt.url } }
-                if receipt.state == .completed && mode != .quiet {
+                if receipt.state == .completed {
+                    completedFiles += 1
+                    completedBytes += receipt.totalBytesWritten
                     // What was checked, per file: a checksum compared, one computed only, or the length only.
                     let checked = receipt.verification?.description ?? "verified"
-                    clearBars()
-                    writeError("dl: \(receipt.filename): done, \(Self.bytes(receipt.totalBytesWritten)), \(checked)\n")
+                    message("dl: \(receipt.filename): done, \(Screen.bytes(receipt.totalBytesWritten)), \(checked)")
                 }
             }
             redraw(force: true)
         case .progress(let receipt):
             guard var line = lines[receipt.url] else { return }
             line.receipt = receipt
-            if mode == .plain && Date().timeIntervalSince(line.lastPlainReport) >= 5 {
-                line.lastPlainReport = Date()
-                writeError("dl: \(line.name): \(Self.summary(receipt))\n")
+            if mode == .plain && now().timeIntervalSince(line.lastPlainReport) >= 5 {
+                line.lastPlainReport = now()
+                message("dl: \(line.name): \(Screen.summary(receipt))")
             }
             lines[receipt.url] = line
             redraw(force: false)
         case .retrying(let url, let attempt, let delay, let reason):
             // Visible, so that a frozen bar is explained: the fault and when the download goes on.
-            clearBars()
-            writeError(
-                "dl: \(Self.displayName(url)): \(reason.reason); retry \(attempt) in \(String(format: "%.1f", delay)) s\n"
-            )
+            let why = reason.reason.isEmpty ? reason.errorDescription ?? "a fault" : reason.reason
+            message(
+                "dl: \(Screen.displayName(url)): \(why); retry \(attempt) in \(String(format: "%.1f", delay)) s")
             redraw(force: true)
         case .removed, .receiptsSaved:
             break
         case .receiptsSaveFailed(let error):
             // Downloads go on; only what a later run would find is at risk. Shown even when quiet.
-            clearBars()
-            FileHandle.standardError.write(Data("dl: warning: \(error.reason); downloads go on\n".utf8))
+            message("dl: warning: \(error.reason); downloads go on", important: true)
             redraw(force: true)
         }
     }
 
     /// Prints a line on stdout (a completed file's path), keeping the bars intact.
     func printResult(_ text: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        clearBars()
-        FileHandle.standardOutput.write(Data((text + "\n").utf8))
-        redraw(force: true)
+        locked {
+            $0.clearBars()
+            $0.writeOutput(text + "\n")
+            $0.redraw(force: true)
+        }
     }
 
     /// Prints a message on stderr (errors are printed even when quiet).
     func printError(_ text: String) {
-        lock.lock()
-        defer { lock.unlock() }
-        clearBars()
-        writeError(text + "\n")
-        redraw(force: true)
+        locked {
+            $0.message(text, important: true)
+            $0.redraw(force: true)
+        }
     }
 
-    /// Removes the bars before the program exits.
-    func finish() {
-        lock.lock()
-        defer { lock.unlock() }
-        clearBars()
-        lines.removeAll()
-        order.removeAll()
+    /// Leaves the last progress on screen (Ctrl-C): the bars are drawn once more and kept; plain mode prints each
+    /// download's last line.
+    func freeze() {
+        locked { renderer in
+            if renderer.mode == .terminal {
+                renderer.redraw(force: true)
+                renderer.drawnLines = 0
+            } else if renderer.mode == .plain {
+                for url in renderer.order {
+                    guard let line = renderer.lines[url] else { continue }
+                    renderer.writeError("dl: \(line.name): \(Screen.summary(line.receipt))\n")
+                }
+            }
+            renderer.lines.removeAll()
+            renderer.order.removeAll()
+        }
+    }
+
+    /// Removes the bars and prints the run's summary (not when quiet).
+    /// - Parameter failures: how many URLs failed.
+    func finish(failures: Int) {
+        locked { renderer in
+            renderer.clearBars()
+            renderer.lines.removeAll()
+            renderer.order.removeAll()
+            let seconds = renderer.now().timeIntervalSince(renderer.started)
+            renderer.message(
+                Screen.finalSummary(
+                    files: renderer.completedFiles, bytes: renderer.completedBytes, seconds: seconds,
+                    failures: failures))
+        }
     }
 
     // MARK: - Drawing (lock held)
 
+    /// A line on stderr between the bars and the rest of the output.
+    private func message(_ text: String, important: Bool = false) {
+        guard mode != .quiet || important else { return }
+        clearBars()
+        writeError(text + "\n")
+    }
+
     private func redraw(force: Bool) {
         guard mode == .terminal else { return }
-        let now = Date()
-        guard force || now.timeIntervalSince(lastDraw) >= 0.2 else { return }
-        lastDraw = now
+        let moment = now()
+        guard force || moment.timeIntervalSince(lastDraw) >= 0.2 else { return }
+        lastDraw = moment
+        let columns = width()
+        let shown = order.compactMap { lines[$0] }
+        let names = Screen.uniqueNames(shown.map(\.name), limit: Screen.nameWidth(for: columns))
         var text = drawnLines > 0 ? "\u{1B}[\(drawnLines)A" : ""
-        for url in order {
-            guard let line = lines[url] else { continue }
-            text += "\u{1B}[2K\r" + Self.bar(line) + "\n"
+        for (line, name) in zip(shown, names) {
+            text += "\u{1B}[2K\r" + Screen.line(name: name, receipt: line.receipt, width: columns) + "\n"
         }
-        for _ in order.count..<max(order.count, drawnLines) { text += "\u{1B}[2K\n" }
-        let extra = max(0, drawnLines - order.count)
+        for _ in shown.count..<max(shown.count, drawnLines) { text += "\u{1B}[2K\n" }
+        let extra = max(0, drawnLines - shown.count)
         if extra > 0 { text += "\u{1B}[\(extra)A" }
-        drawnLines = order.count
+        drawnLines = shown.count
         writeError(text)
     }
 
@@ -131,57 +207,5 @@ final class ProgressRenderer: @unchecked Sendable {
         text += "\u{1B}[\(drawnLines)A"
         drawnLines = 0
         writeError(text)
-    }
-
-    private func writeError(_ text: String) {
-        guard mode != .quiet || text.hasPrefix("dl: ") && !text.contains(": downloading") else { return }
-        FileHandle.standardError.write(Data(text.utf8))
-    }
-
-    // MARK: - Formatting
-
-    static func displayName(_ url: URL) -> String {
-        let last = url.lastPathComponent
-        let name =
-            last.isEmpty || last == "/" ? (url.host ?? url.absoluteString) : (last.removingPercentEncoding ?? last)
-        return name.count > 28 ? String(name.prefix(27)) + "…" : name
-    }
-
-    private static func bar(_ line: Line) -> String {
-        let receipt = line.receipt
-        let width = 20
-        let fraction = receipt.fractionCompleted
-        let filled = Int(fraction * Double(width))
-        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        let name = line.name.padding(toLength: 28, withPad: " ", startingAt: 0)
-        return "\(name) [\(bar)] \(summary(receipt))"
-    }
-
-    static func summary(_ receipt: DownloadReceipt) -> String {
-        var text: String
-        if let total = receipt.totalBytesExpectedToWrite {
-            text = String(
-                format: "%3.0f%% %@ / %@", receipt.fractionCompleted * 100, bytes(receipt.totalBytesWritten),
-                bytes(total))
-        } else {
-            text = bytes(receipt.totalBytesWritten)
-        }
-        if let speed = receipt.bytesPerSecond { text += "  \(bytes(Int64(speed)))/s" }
-        if let eta = receipt.estimatedTimeRemaining, eta.isFinite {
-            let seconds = Int(eta.rounded())
-            text += String(format: "  ETA %d:%02d", seconds / 60, seconds % 60)
-        }
-        return text
-    }
-
-    static func bytes(_ count: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
     }
 }

@@ -48,8 +48,8 @@ final class SignalHandler: @unchecked Sendable {
         lock.unlock()
         if second { exit(status) }
         Task {
+            renderer.freeze()  // the last progress stays on screen
             await manager.shutdown()
-            renderer.finish()
             renderer.printError("dl: stopped; state saved in \(directory.path), run the same command to resume")
             exit(status)
         }

@@ -81,6 +81,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     // Ctrl-C and SIGTERM: suspend everything, save the state, then exit 130 / 143. A second signal exits at once.
     let signals = SignalHandler(manager: manager, renderer: renderer, directory: directory)
     signals.install()
+    renderer.redrawOnResize()
 
     let stream = await manager.events()  // subscribe before anything is queued, so no state change is missed
     let events = Task {
@@ -129,8 +130,8 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     }
     if signals.isStopping { await signals.waitForever() }
     await manager.shutdown()
-    events.cancel()
-    renderer.finish()
+    await events.value  // shutdown ends the stream once every event is delivered
+    renderer.finish(failures: failures)
     return failures > 0 ? 1 : 0
 }
 

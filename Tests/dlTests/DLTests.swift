@@ -41,6 +41,8 @@ final class DLTests: Sendable {
         #expect(outcome.lines.allSatisfy { $0.hasPrefix("/") })
         // Not a terminal: plain progress lines, no escape sequences.
         #expect(!outcome.stderr.contains("\u{1B}["))
+        // A summary ends the run: files, bytes, time, average speed.
+        #expect(outcome.stderr.contains("dl: 2 files, 293.9 KiB in "), "\(outcome.stderr)")
     }
 
     @Test("The default directory is ./downloads and --naming md5 names files by the URL's MD5")

@@ -12,8 +12,8 @@ extension DownloadManager {
         }
     }
 
-    /// Publishes progress of every running transfer whose counts moved. Returns `false` (ending the ticker) when
-    /// nothing runs.
+    /// Publishes progress of every running transfer whose counts moved (or, while idle, whose speed fell). Returns
+    /// `false` (ending the ticker) when nothing runs.
     private func tick() -> Bool {
         guard !transfers.isEmpty else {
             ticker = nil
@@ -23,9 +23,11 @@ extension DownloadManager {
             guard var record = book[url] else { continue }
             let (written, total) = transfer.box.current
             let speed = transfer.meter.sample(bytes: written)
+            let moved = written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
+            // While nothing arrives, the falling speed and growing ETA are still published, once a second.
+            transfer.idleTicks = moved ? 0 : transfer.idleTicks + 1
             transfers[url] = transfer
-            guard written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
-            else { continue }
+            guard moved || (transfer.idleTicks % 10 == 0 && speed != record.receipt.bytesPerSecond) else { continue }
             record.receipt.totalBytesWritten = written
             record.receipt.totalBytesExpectedToWrite = total
             record.receipt.bytesPerSecond = speed

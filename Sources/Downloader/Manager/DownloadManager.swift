@@ -48,6 +48,8 @@ public actor DownloadManager {
         let task: Task<Void, Never>
         let box: ProgressBox
         var meter = SpeedMeter()
+        /// Ticks in a row in which no byte arrived.
+        var idleTicks = 0
     }
 
     /// Someone waiting for a download to end.

@@ -12,23 +12,27 @@ final class ProgressBox: Sendable {
     var current: (written: Int64, total: Int64?) { counts.withLock { $0 } }
 }
 
-/// Smoothed speed of one download in this session: only bytes that arrived count, not bytes resumed from disk.
+/// The speed of one download in this session, averaged over the last few seconds of real time: a tick in which
+/// nothing arrived counts as a slow tick, so a server that sends bursts and pauses shows its true average, and a body
+/// that trickles shows a trickle. Only bytes that arrived count, not bytes resumed from disk.
 struct SpeedMeter {
-    private var lastBytes: Int64?
-    private var lastTime: UInt64 = 0
-    private(set) var bytesPerSecond: Double?
+    /// The span the average covers, in nanoseconds.
+    static let span: UInt64 = 5_000_000_000
+    /// The shortest history that gives a speed at all.
+    static let minimumSpan: UInt64 = 500_000_000
 
-    /// Feeds the current byte count; returns the smoothed speed.
+    private var samples: [(time: UInt64, bytes: Int64)] = []
+
+    /// Feeds the current byte count.
+    /// - Parameters:
+    ///   - bytes: bytes on disk now.
+    ///   - now: the time in nanoseconds.
+    /// - Returns: bytes per second over the last `span` (less at the start), or `nil` before `minimumSpan`.
     mutating func sample(bytes: Int64, now: UInt64 = DispatchTime.now().uptimeNanoseconds) -> Double? {
-        defer {
-            lastBytes = bytes
-            lastTime = now
-        }
-        guard let lastBytes, now > lastTime else { return bytesPerSecond }
-        let delta = bytes - lastBytes
-        guard delta >= 0 else { return bytesPerSecond }  // restarted from 0: keep the old estimate
-        let instant = Double(delta) / (Double(now - lastTime) / 1e9)
-        bytesPerSecond = bytesPerSecond.map { 0.7 * $0 + 0.3 * instant } ?? instant
-        return bytesPerSecond
+        if let last = samples.last, bytes < last.bytes || now < last.time { samples.removeAll() }  // restarted
+        samples.append((now, bytes))
+        while samples.count > 2, now - samples[1].time >= Self.span { samples.removeFirst() }
+        guard let first = samples.first, now - first.time >= Self.minimumSpan else { return nil }
+        return Double(bytes - first.bytes) / (Double(now - first.time) / 1e9)
     }
 }

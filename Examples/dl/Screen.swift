@@ -1,0 +1,122 @@
+import Downloader
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The text of `dl`'s progress area, as pure functions of what is shown and how wide the terminal is.
+enum Screen {
+    /// The columns of the terminal on stderr (`COLUMNS`, else 80, when it cannot be asked).
+    static func terminalWidth() -> Int {
+        var size = winsize()
+        if ioctl(STDERR_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 { return Int(size.ws_col) }
+        return ProcessInfo.processInfo.environment["COLUMNS"].flatMap { Int($0) } ?? 80
+    }
+
+    /// How many columns names get on a terminal `width` wide.
+    static func nameWidth(for width: Int) -> Int {
+        min(28, max(8, (width - 1) / 3))
+    }
+
+    /// One progress line that fits `width` columns with one to spare (a full last column makes terminals wrap):
+    /// the name, a bar when there is room, then percentage, bytes, speed and ETA.
+    /// - Parameters:
+    ///   - name: the display name, already at most `nameWidth(for: width)` long.
+    ///   - receipt: the download's progress.
+    ///   - width: the terminal's columns.
+    static func line(name: String, receipt: DownloadReceipt, width: Int) -> String {
+        let usable = max(1, width - 1)
+        let nameColumns = nameWidth(for: width)
+        var status = summary(receipt)
+        if nameColumns + 1 + status.count > usable { status = summary(receipt, compact: true) }
+        let room = usable - nameColumns - 1 - status.count
+        var text = name.padding(toLength: nameColumns, withPad: " ", startingAt: 0) + " "
+        if room >= 12 {
+            let barWidth = min(30, room - 3)
+            let filled = min(barWidth, Int(receipt.fractionCompleted * Double(barWidth)))
+            text +=
+                "[" + String(repeating: "#", count: filled) + String(repeating: "-", count: barWidth - filled) + "] "
+        }
+        text += status
+        return text.count > usable ? String(text.prefix(usable)) : text
+    }
+
+    /// Names shortened to `limit` characters, keeping both ends (`very-long…-2.tar.gz`), and made distinct: two
+    /// names that still read the same get a number.
+    static func uniqueNames(_ names: [String], limit: Int) -> [String] {
+        var shortened = names.map { shorten($0, to: limit) }
+        var seen: [String: Int] = [:]
+        for index in shortened.indices {
+            let text = shortened[index]
+            seen[text, default: 0] += 1
+            guard let count = seen[text], count > 1 else { continue }
+            let suffix = "~\(count)"
+            shortened[index] = shorten(names[index], to: max(1, limit - suffix.count)) + suffix
+        }
+        return shortened
+    }
+
+    /// `name` in at most `limit` characters, with an ellipsis in the middle when it is longer.
+    static func shorten(_ name: String, to limit: Int) -> String {
+        guard name.count > limit else { return name }
+        guard limit > 3 else { return String(name.prefix(limit)) }
+        let tail = (limit - 1) / 2
+        return String(name.prefix(limit - 1 - tail)) + "…" + String(name.suffix(tail))
+    }
+
+    /// Percentage, bytes, speed and ETA; `compact` leaves out the total (the percentage tells it).
+    static func summary(_ receipt: DownloadReceipt, compact: Bool = false) -> String {
+        var text: String
+        if compact, receipt.totalBytesExpectedToWrite != nil {
+            text = String(format: "%3.0f%% %@", receipt.fractionCompleted * 100, bytes(receipt.totalBytesWritten))
+        } else if let total = receipt.totalBytesExpectedToWrite {
+            text = String(
+                format: "%3.0f%% %@ / %@", receipt.fractionCompleted * 100, bytes(receipt.totalBytesWritten),
+                bytes(total))
+        } else {
+            text = bytes(receipt.totalBytesWritten)
+        }
+        if let speed = receipt.bytesPerSecond { text += "  \(bytes(Int64(speed)))/s" }
+        if let eta = receipt.estimatedTimeRemaining, eta.isFinite {
+            text += "  ETA " + duration(eta)
+        }
+        return text
+    }
+
+    /// `m:ss`, or `h:mm:ss` from an hour, or `>99h`.
+    static func duration(_ seconds: TimeInterval) -> String {
+        let whole = Int(seconds.rounded())
+        if whole >= 100 * 3600 { return ">99h" }
+        if whole >= 3600 { return String(format: "%d:%02d:%02d", whole / 3600, whole / 60 % 60, whole % 60) }
+        return String(format: "%d:%02d", whole / 60, whole % 60)
+    }
+
+    /// The run's last line: files, bytes, time, average speed, failures.
+    static func finalSummary(files: Int, bytes count: Int64, seconds: TimeInterval, failures: Int) -> String {
+        var text = "dl: \(files) file\(files == 1 ? "" : "s"), \(bytes(count)) in \(String(format: "%.1f", seconds)) s"
+        if seconds > 0 && count > 0 { text += " (\(bytes(Int64(Double(count) / seconds)))/s)" }
+        if failures > 0 { text += ", \(failures) failed" }
+        return text
+    }
+
+    /// `512 B`, `1.5 KiB`, `3.2 GiB`.
+    static func bytes(_ count: Int64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var value = Double(count)
+        var unit = 0
+        while value >= 1024 && unit < units.count - 1 {
+            value /= 1024
+            unit += 1
+        }
+        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
+    }
+
+    /// The name shown for a URL: its last path component, else its host.
+    static func displayName(_ url: URL) -> String {
+        let last = url.lastPathComponent
+        return last.isEmpty || last == "/" ? (url.host ?? url.absoluteString) : (last.removingPercentEncoding ?? last)
+    }
+}
