@@ -25,10 +25,13 @@ let package = Package(
             dependencies: ["Downloader", "HTTPTestServer"],
             path: "Examples/Demo"
         ),
+        // README.md's Swift snippets, compiled; SnippetsTests runs them and checks the README says the same.
+        .target(name: "Snippets", dependencies: ["Downloader"], path: "Examples/Snippets"),
+        .testTarget(name: "SnippetsTests", dependencies: ["Snippets", "Downloader", "HTTPTestServer"]),
         .testTarget(name: "DownloaderTests", dependencies: ["Downloader", "HTTPTestServer"]),
         .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "Downloader"]),
         // Runs the built `dl` binary as a child process; depending on it makes `swift test` build it.
-        .testTarget(name: "dlTests", dependencies: ["dl", "HTTPTestServer", "Downloader"]),
+        .testTarget(name: "dlTests", dependencies: ["dl", "downloader-demo", "HTTPTestServer", "Downloader"]),
     ],
     swiftLanguageModes: [.v6]
 )

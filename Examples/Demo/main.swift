@@ -33,17 +33,39 @@ let files = [
 let interrupted = "delta.iso"
 let changing = "golf.tar"
 
-let server = try HTTPTestServer()
 let workspace = FileManager.default.temporaryDirectory.appendingPathComponent("downloader-demo-\(getpid())")
-defer {
-    server.stop()
-    try? FileManager.default.removeItem(at: workspace)
+
+/// Deletes the workspace (over 200 MiB) and exits: every way out goes through here — the end, an error, Ctrl-C and
+/// SIGTERM — because `exit` skips `defer`.
+func leave(_ status: Int32) -> Never {
+    for _ in 0..<3 where FileManager.default.fileExists(atPath: workspace.path) {
+        try? FileManager.default.removeItem(at: workspace)  // again if a transfer wrote a file meanwhile
+    }
+    fflush(nil)
+    _exit(status)
 }
 
-var configuration = DownloadManager.Configuration(directory: workspace)
-configuration.maximumActiveDownloads = 4
-configuration.windowSize = 4 << 20
-let manager = try DownloadManager(configuration: configuration)
+var signalSources: [DispatchSourceSignal] = []
+for (number, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+    signal(number, SIG_IGN)
+    let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+    source.setEventHandler { leave(status) }
+    source.resume()
+    signalSources.append(source)
+}
+
+let server: HTTPTestServer
+let manager: DownloadManager
+do {
+    server = try HTTPTestServer()
+    var configuration = DownloadManager.Configuration(directory: workspace)
+    configuration.maximumActiveDownloads = 4
+    configuration.windowSize = 4 << 20
+    manager = try DownloadManager(configuration: configuration)
+} catch {
+    print("downloader-demo: \(error.localizedDescription)")
+    leave(1)
+}
 let urls = files.map { server.url("/bytes/\($0.name)?size=\($0.size)\($0.options)") }
 let nameOf = Dictionary(uniqueKeysWithValues: zip(urls, files.map(\.name)))
 
@@ -122,10 +144,10 @@ for url in urls { await manager.enqueue(url) }
 let interruptedURL = urls[files.firstIndex { $0.name == interrupted }!]
 let interruptedSize = files.first { $0.name == interrupted }!.size
 while await (manager.receipt(for: interruptedURL)?.totalBytesWritten ?? 0) < Int64(interruptedSize / 2) {
-    try await Task.sleep(for: .milliseconds(20))  // polling the demo's own display state, not synchronising a test
+    try? await Task.sleep(for: .milliseconds(20))  // polling the demo's own display state, not synchronising a test
 }
 await manager.suspend(interruptedURL)
-try await Task.sleep(for: .seconds(1))  // let the others run for a moment
+try? await Task.sleep(for: .seconds(1))  // let the others run for a moment
 let keptBytes = await manager.receipt(for: interruptedURL)?.totalBytesWritten ?? 0
 observations.update {
     $0.log.append("suspended \(interrupted) at \(bytes(keptBytes)); its slot went to the next file in the queue")
@@ -199,4 +221,5 @@ for (index, url) in urls.enumerated() {
     }
 }
 print(allGood ? "\nEvery file verified." : "\nSome files failed verification.")
-exit(allGood ? 0 : 1)
+server.stop()
+leave(allGood ? 0 : 1)

@@ -22,6 +22,11 @@ final class DLProcess: @unchecked Sendable {
         if let path = ProcessInfo.processInfo.environment["DL_BINARY"], !path.isEmpty {
             return URL(fileURLWithPath: path).standardizedFileURL
         }
+        return built("dl")
+    }
+
+    /// An executable of this package built next to the test bundle.
+    static func built(_ name: String) -> URL {
         let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
         var directory = testBinary.deletingLastPathComponent()
         // On macOS the tests run inside an .xctest bundle: step out of it.
@@ -30,7 +35,7 @@ final class DLProcess: @unchecked Sendable {
         {
             directory.deleteLastPathComponent()
         }
-        return directory.appendingPathComponent("dl")
+        return directory.appendingPathComponent(name)
     }
 
     private let process = Process()
@@ -38,10 +43,14 @@ final class DLProcess: @unchecked Sendable {
     private let errors = Pipe()
     private let collected = Locked((stdout: Data(), stderr: Data()))
 
-    /// Starts `dl` with `arguments` in `directory`.
-    init(_ arguments: [String], in directory: URL) throws {
-        process.executableURL = Self.binary
+    /// Starts `dl` (or another executable) with `arguments` in `directory`.
+    init(
+        _ arguments: [String], in directory: URL, executable: URL = DLProcess.binary,
+        environment: [String: String]? = nil
+    ) throws {
+        process.executableURL = executable
         process.arguments = arguments
+        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         process.currentDirectoryURL = directory
         process.standardOutput = output
         process.standardError = errors
@@ -66,6 +75,16 @@ final class DLProcess: @unchecked Sendable {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
             if collected.withLock({ String(decoding: $0.stderr, as: UTF8.self) }).contains(text) { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    /// Waits until the process has written `text` to stdout, or the deadline passed (then `false`).
+    func waitForStdout(containing text: String, timeout: Duration = .seconds(60)) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if collected.withLock({ String(decoding: $0.stdout, as: UTF8.self) }).contains(text) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return false

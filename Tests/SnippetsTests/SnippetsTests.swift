@@ -1,0 +1,102 @@
+import Foundation
+import HTTPTestServer
+import Snippets
+import Testing
+
+@testable import Downloader
+
+/// README.md's Swift snippets: each runs against the test server, and the README shows exactly the compiled text.
+@Suite("README snippets")
+final class SnippetsTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+
+    init() throws {
+        workspace = try TestWorkspace(prefix: "snippets")
+    }
+
+    @Test("async/await: verified with the expected SHA-256; the events consumer ends at shutdown")
+    func asyncAwait() async throws {
+        let url = server.url("/bytes/dataset.tar.gz?size=300000&rate=2000000")
+        let expected = TestContent(name: "dataset.tar.gz", size: 300_000).sha256.hexString
+        let receipt = try await Snippets.asyncAwait(
+            directory: workspace.directory, url: url, expectedSHA256: expected)
+        guard case .checksum(let checksum)? = receipt.verification else {
+            Issue.record("not verified: \(String(describing: receipt.verification))")
+            return
+        }
+        #expect(checksum.hexString == expected)
+    }
+
+    @Test("Callbacks: enqueue, suspend, resume and remove leave nothing behind")
+    func callbacks() async throws {
+        let manager = try DownloadManager(configuration: .init(directory: workspace.directory))
+        let url = server.url("/bytes/cb?size=200000&rate=500000")
+        await Snippets.callbacks(manager: manager, url: url)
+        await manager.waitUntilQuiet()
+        #expect(await manager.receipt(for: url) == nil)
+        await manager.shutdown()
+    }
+
+    @Test("More control: the exact destination, then forgotten with the file kept")
+    func control() async throws {
+        let manager = try DownloadManager(configuration: .init(directory: workspace.directory))
+        let url = server.url("/bytes/ctl?size=100000")
+        let destination = workspace.directory.appendingPathComponent("srv/data/latest.bin")
+        let receipt = try await Snippets.control(manager: manager, url: url, destination: destination)
+        #expect(receipt.fileURL == destination.standardizedFileURL)
+        #expect(await manager.receipt(for: url) == nil)
+        #expect(MD5.hash(data: try Data(contentsOf: destination)) == TestContent(name: "ctl", size: 100_000).md5)
+        #expect(await manager.maximumActiveDownloads == 8)
+        await manager.shutdown()
+    }
+
+    @Test("README.md shows every compiled snippet, and every Swift block in it is one")
+    func readmeMatches() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let source = try String(
+            contentsOf: root.appendingPathComponent("Examples/Snippets/Snippets.swift"), encoding: .utf8)
+        var regions: [String: (parameters: [String], text: String)] = [:]
+        var current: (name: String, parameters: [String], lines: [String], indent: Int)?
+        for line in source.components(separatedBy: "\n") {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            if trimmed == "// README: end", let region = current {
+                regions[region.name] = (region.parameters, region.lines.joined(separator: "\n"))
+                current = nil
+            } else if trimmed.hasPrefix("// README: ") {
+                let words = trimmed.dropFirst("// README: ".count).split(separator: " ", maxSplits: 1)
+                let parameters =
+                    words.count > 1
+                    ? words[1].trimmingCharacters(in: CharacterSet(charactersIn: "()")).components(separatedBy: ", ")
+                    : []
+                current = (String(words[0]), parameters, [], line.prefix { $0 == " " }.count)
+            } else if current != nil {
+                current!.lines.append(String(line.dropFirst(min(current!.indent, line.prefix { $0 == " " }.count))))
+            }
+        }
+        #expect(regions.count == 3)
+
+        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
+        let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map {
+            $0.components(separatedBy: "\n```")[0]
+        }
+        var shown = Set<String>()
+        for block in blocks where !block.hasPrefix("// Package.swift") {
+            // The README adds imports and one `let` per parameter of the region; the rest must be the region.
+            let match = regions.first { region in
+                var lines = block.components(separatedBy: "\n")[...]
+                while let first = lines.first,
+                    first.isEmpty || first.hasPrefix("import ")
+                        || region.value.parameters.contains(where: { first.hasPrefix("let \($0) = ") })
+                {
+                    lines = lines.dropFirst()
+                }
+                return lines.joined(separator: "\n") == region.value.text
+            }
+            #expect(match != nil, "this README block is not compiled anywhere:\n\(block)")
+            if let match { shown.insert(match.key) }
+        }
+        #expect(shown == Set(regions.keys), "regions missing from the README: \(Set(regions.keys).subtracting(shown))")
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `downloader-demo` leaves nothing in the temporary folder, however it ends.
+@Suite("downloader-demo")
+final class DemoTests: Sendable {
+    let workspace: TestWorkspace
+    var temporary: URL { workspace.directory }
+
+    init() throws {
+        workspace = try TestWorkspace(prefix: "demo-tests")
+    }
+
+    func start() throws -> DLProcess {
+        try DLProcess(
+            [], in: temporary, executable: DLProcess.built("downloader-demo"),
+            environment: ["TMPDIR": temporary.path])
+    }
+
+    func leftovers() -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: temporary.path)) ?? ["unreadable"]
+    }
+
+    @Test("A whole run verifies every file and deletes its workspace")
+    func wholeRun() async throws {
+        let demo = try start()
+        let outcome = await demo.wait()
+        #expect(outcome.status == 0, "\(outcome.stdout)\(outcome.stderr)")
+        #expect(outcome.stdout.contains("Every file verified."))
+        #expect(leftovers().isEmpty, "\(leftovers())")
+    }
+
+    @Test("Ctrl-C in the middle exits 130 and deletes the workspace (over 200 MiB otherwise)")
+    func interrupted() async throws {
+        let demo = try start()
+        #expect(await demo.waitForStdout(containing: "Downloader demo:"))
+        // Some bytes are on disk: the workspace exists and holds partial files.
+        let deadline = ContinuousClock.now + .seconds(60)
+        while leftovers().isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(!leftovers().isEmpty)
+        demo.send(SIGINT)
+        let outcome = await demo.wait()
+        #expect(outcome.status == 130)
+        #expect(leftovers().isEmpty, "\(leftovers())")
+    }
+}
