@@ -1,0 +1,119 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A caller's request on its way to the state machine: validated, a completed file moved where its options put it.
+extension DownloadManager {
+    func makeWaiterID() -> Machine.WaiterID {
+        nextWaiterID += 1
+        return nextWaiterID
+    }
+
+    /// One caller's request: validated, a completed file moved if its naming or destination changed, then handed to
+    /// the machine.
+    func request(_ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?) {
+        if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
+        var expectation: Checksum?
+        do throws(DownloadError) {
+            if let openError { throw openError }
+            try url.validateForDownload()
+            expectation = try options.expectation()
+            try validateDestination(options.destination, of: url)
+        } catch {
+            apply(machine.reject(url, error: error, waiter: waiter), requestOptions: options)
+            return
+        }
+        let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
+        if intact { relocate(url, for: options) }
+        apply(
+            machine.request(
+                url, expectation: expectation, priority: options.priority, waiter: waiter,
+                completedFileIsIntact: intact),
+            requestOptions: options)
+    }
+
+    /// A destination must be a file path outside the state folder, not a folder.
+    func validateDestination(_ destination: URL?, of url: URL) throws(DownloadError) {
+        guard let destination else { return }
+        guard destination.isFileURL, !destination.path.hasSuffix("/") else {
+            throw .fileSystem(url, reason: "the destination \(destination.absoluteString) is not a file path")
+        }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isDirectory), isDirectory.boolValue {
+            throw .fileSystem(url, reason: "the destination \(destination.path) is a folder")
+        }
+        let state = directory.stateArea.standardizedFileURL.path + "/"
+        guard !destination.standardizedFileURL.path.hasPrefix(state) else {
+            throw .fileSystem(url, reason: "the destination \(destination.path) is inside the state folder")
+        }
+    }
+
+    func cancelWaiter(_ id: Machine.WaiterID, of url: URL) {
+        apply(machine.cancelWaiter(id, of: url))
+    }
+
+    /// A receipt for a download that has no file yet.
+    func freshReceipt(for url: URL) -> DownloadReceipt {
+        let key = DownloadDirectory.key(for: url)
+        return DownloadReceipt(
+            url: url, filename: DownloadDirectory.defaultFilename(for: url, key: key),
+            fileURL: directory.partialFile(key: key))
+    }
+
+    /// Whether a completed download's file is still there with its recorded size.
+    func completedFileIsIntact(_ url: URL) -> Bool {
+        guard let file = completedFiles[url] else { return false }
+        return FileManager.default.sizeOfItem(at: file.url) == file.length
+    }
+
+    /// Moves a completed file where a request's explicit naming or destination puts it (no network: it is the same
+    /// file). Options that choose neither never move a file.
+    func relocate(_ url: URL, for requested: DownloadOptions) {
+        guard requested.chosenNaming != nil || requested.destination != nil else { return }
+        guard var record = book[url], let file = completedFiles[url] else { return }
+        var options = record.options
+        options.destination = requested.destination
+        if let naming = requested.chosenNaming { options.naming = naming }
+        guard options.destination != record.options.destination || options.naming != record.options.naming else {
+            return
+        }
+        record.options.naming = options.naming
+        record.options.destination = options.destination
+        let target = directory.placementTarget(for: options, url: url, suggested: record.suggestedFilename)
+        let inPlace: Bool
+        switch target {
+        case .replace(let path):
+            inPlace = path.standardizedFileURL == file.url.standardizedFileURL
+        case .unique(let area, let name):
+            inPlace =
+                name == file.url.lastPathComponent
+                && area.standardizedFileURL == file.url.deletingLastPathComponent().standardizedFileURL
+        }
+        if !inPlace {
+            if let destination = options.destination {
+                try? FileManager.default.createDirectory(
+                    at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            }
+            let placed = record.options
+            let suggested = record.suggestedFilename
+            let checksum = record.receipt.checksum
+            guard
+                let moved = try? FilePlacement.place(
+                    file.url, at: target, length: file.length, checksum: checksum, downloadURL: url,
+                    willClaim: { [journal] claimed in
+                        let entry = JournalEntry(
+                            placing: url, options: placed, name: claimed.lastPathComponent, length: file.length,
+                            checksum: checksum, suggested: suggested)
+                        journal?.appendNow([.put(entry)])
+                    })
+            else { return }
+            completedFiles[url]?.url = moved
+            record.receipt.fileURL = moved
+            record.receipt.filename = moved.lastPathComponent
+        }
+        book[url] = record
+        changed(url)
+    }
+}
