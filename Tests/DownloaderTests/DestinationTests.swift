@@ -55,8 +55,8 @@ final class DestinationTests: Sendable {
         await manager.shutdown()
     }
 
-    @Test("Asking again with another destination moves the completed file there, without the network")
-    func moved() async throws {
+    @Test("Asking again with another destination copies the file there, without the network; the first stays")
+    func copied() async throws {
         let manager = try makeManager()
         let url = server.url("/bytes/mover?size=20000")
         let first = temporary.url.appendingPathComponent("a/first.bin")
@@ -66,7 +66,16 @@ final class DestinationTests: Sendable {
         let receipt = try await manager.download(url, options: DownloadOptions(destination: second))
         #expect(server.requests.count == before)
         #expect(receipt.fileURL == second.standardizedFileURL)
-        #expect(fileSize(first) == nil && fileSize(second) == 20000)
+        #expect(fileSize(first) == 20000 && fileSize(second) == 20000)
+        #expect(try md5OfFile(second) == TestContent(name: "mover", size: 20000).md5)
+        let names = try FileManager.default.contentsOfDirectory(atPath: second.deletingLastPathComponent().path)
+        #expect(names == ["second.bin"], "no copy left behind: \(names)")
+        // A file in the completed area is the manager's: a destination takes it away from there.
+        let plain = server.url("/bytes/plain?size=1000")
+        let inArea = try await manager.download(plain)
+        let third = temporary.url.appendingPathComponent("c/third.bin")
+        _ = try await manager.download(plain, options: DownloadOptions(destination: third))
+        #expect(fileSize(inArea.fileURL) == nil && fileSize(third) == 1000)
         await manager.shutdown()
     }
 

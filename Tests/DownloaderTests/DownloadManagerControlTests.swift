@@ -128,7 +128,9 @@ final class DownloadManagerControlTests: Sendable {
         let url = server.url("/bytes/flaky?size=200000&dropAt=100000")
         let events = await manager.events()
         async let receipt = manager.download(url)
-        let retry = await firstEvent(in: events) { if case .retrying = $0 { true } else { false } }
+        let retry = await firstEvent(in: events, within: .seconds(120)) {
+            if case .retrying = $0 { true } else { false }
+        }
         guard case .retrying(let retried, let attempt, let delay, let reason)? = retry else {
             Issue.record("no retry event")
             return

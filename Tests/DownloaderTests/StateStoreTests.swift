@@ -31,7 +31,7 @@ final class StateStoreTests: Sendable {
         let first = try DownloadManager(configuration: configuration())
         #expect(throws: DownloadError.directoryLocked) { try DownloadManager(configuration: self.configuration()) }
         var patient = configuration()
-        patient.directoryLockTimeout = 30
+        patient.directoryLockTimeout = 300  // a deadline: the first manager lets go within seconds
         let waiting = patient
         let second = Task { try await onThread { try DownloadManager(configuration: waiting) } }  // blocks that thread
         let url = server.url("/bytes/owned?size=1000")

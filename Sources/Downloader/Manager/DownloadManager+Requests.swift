@@ -68,8 +68,9 @@ extension DownloadManager {
         return FileManager.default.sizeOfItem(at: file.url) == file.length
     }
 
-    /// Moves a completed file where a request's explicit naming or destination puts it (no network: it is the same
-    /// file). Options that choose neither never move a file.
+    /// Puts a completed file where a request's explicit naming or destination asks (no network: it is the same
+    /// file): a file in the completed area moves, a file at an earlier destination stays and the new place gets a
+    /// copy. Options that choose neither never move a file.
     func relocate(_ url: URL, for requested: DownloadOptions) {
         guard requested.chosenNaming != nil || requested.destination != nil else { return }
         guard var record = book[url], let file = completedFiles[url] else { return }
@@ -79,6 +80,9 @@ extension DownloadManager {
         guard options.destination != record.options.destination || options.naming != record.options.naming else {
             return
         }
+        // A file at a destination the caller chose stays theirs: the new place gets a copy. A file in the completed
+        // area (the manager's) moves.
+        let keepsOldFile = record.options.destination != nil
         record.options.naming = options.naming
         record.options.destination = options.destination
         let target = directory.placementTarget(for: options, url: url, suggested: record.suggestedFilename)
@@ -99,9 +103,20 @@ extension DownloadManager {
             let placed = record.options
             let suggested = record.suggestedFilename
             let checksum = record.receipt.checksum
+            var source = file.url
+            if keepsOldFile {
+                let folder: URL
+                switch target {
+                case .replace(let path): folder = path.deletingLastPathComponent()
+                case .unique(let area, _): folder = area
+                }
+                source = folder.appendingPathComponent(".downloader-copy-\(UUID().uuidString)")
+                guard (try? FileManager.default.copyItem(at: file.url, to: source)) != nil else { return }
+            }
+            defer { if source != file.url { try? FileManager.default.removeItem(at: source) } }
             guard
                 let moved = try? FilePlacement.place(
-                    file.url, at: target, length: file.length, checksum: checksum, downloadURL: url,
+                    source, at: target, length: file.length, checksum: checksum, downloadURL: url,
                     willClaim: { [journal] claimed in
                         let entry = JournalEntry(
                             placing: url, options: placed, name: claimed.lastPathComponent, length: file.length,

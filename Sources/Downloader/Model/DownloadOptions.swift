@@ -40,9 +40,10 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     public var priority: Int
     /// The exact file the verified download is written to (a file URL), instead of a name in the completed area.
     /// Its folders are created; a file already there is replaced only by a verified one, atomically. `naming` is
-    /// then unused. A manager keeps one download per URL: asking for a completed URL with another destination moves
-    /// its file there (as another naming renames it), and a request that joins a running download gets the file
-    /// where that download puts it. To have one URL in two places, copy the file. Default `nil`.
+    /// then unused. A manager keeps one download per URL: asking for a completed URL with another destination copies
+    /// its verified file there (the file at the earlier destination stays yours; a file in the completed area moves)
+    /// and the receipt follows the new one; a request that joins a running download gets the file where that
+    /// download puts it. Default `nil`.
     public var destination: URL?
     /// The most bytes per second this download receives, on average (the manager's
     /// `Configuration.maximumBytesPerSecond` applies as well). URLSession cannot slow a response, so the limit is
