@@ -120,14 +120,18 @@ struct DownloadManagerStateMachineFuzzTests {
     @Test("Thousands of random events keep every invariant", arguments: [DownloadPrioritization.fifo, .lifo])
     func randomEvents(prioritization: DownloadPrioritization) async {
         var seen: [String: Int] = [:]
-        for seed in 0..<60 {
+        // Pure value code has no data races to find: under ThreadSanitizer a tenth of the seeds keeps the
+        // cooperative threads free for the tests that do (the invariants are still checked, each kind still seen).
+        for seed in 0..<(runsUnderSanitizer ? 12 : 60) {
             seen.merge(await run(seed: UInt64(seed), prioritization: prioritization, events: 2_000)) { $0 + $1 }
         }
         for kind in [
             "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
             "mismatch",
         ] {
-            #expect(seen[kind, default: 0] >= 50, "the fuzzer exercised \(kind) only \(seen[kind, default: 0]) times")
+            #expect(
+                seen[kind, default: 0] >= (runsUnderSanitizer ? 10 : 50),
+                "the fuzzer exercised \(kind) only \(seen[kind, default: 0]) times")
         }
     }
 

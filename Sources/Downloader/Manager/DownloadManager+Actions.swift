@@ -131,7 +131,9 @@ extension DownloadManager {
                 willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) })
             await self?.transferEnded(url, generation: generation, end, result: result)
         }
-        transfers[url] = RunningTransfer(generation: generation, task: task, box: box)
+        var running = RunningTransfer(generation: generation, task: task, box: box)
+        _ = running.meter.sample(bytes: record.receipt.totalBytesWritten)  // the speed counts from the start
+        transfers[url] = running
         startTickerIfNeeded()
     }
 
