@@ -52,6 +52,7 @@ log "generating files in $WORK/www"
 mkdir -p "$WORK/www/small" "$WORK/logs"
 head -c $((1 << 30)) /dev/urandom > "$WORK/www/1g.bin"
 head -c $((100 << 20)) /dev/urandom > "$WORK/www/100m.bin"
+head -c $((2 << 20)) /dev/urandom > "$WORK/www/2m.bin"
 python3 - "$WORK/www/small" <<'PY'
 import os, sys
 for i in range(1000):
@@ -85,6 +86,7 @@ http {
         listen 127.0.0.1:$PORT;
         root $WORK/www;
         location /slow/ { alias $WORK/www/; limit_rate 200m; }
+        location /trickle/ { alias $WORK/www/; limit_rate 200k; }
     }
 }
 NGINX
@@ -134,6 +136,29 @@ for ((run = 1; run <= RUNS; run++)); do
     [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == $((1 << 30)) ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
     measure floor "URLSession + MD5, no disk" "" "" -- "$BIN/urlsession-floor" "$BASE/1g.bin" md5
     [[ $(cut -d' ' -f2 "$WORK/stdout.txt") == "$MD5_1G" ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
+    # Verified contenders: what people run when they want a checked file. Each prints the MD5 it computed.
+    for pair in "curl -o f && md5sum f::curl -sf -o OUT/1g.bin URL && md5sum OUT/1g.bin" \
+        "curl | tee f | md5sum::curl -sf URL | tee OUT/1g.bin | md5sum" \
+        "wget && md5sum::wget -q -O OUT/1g.bin URL && md5sum OUT/1g.bin"; do
+        name=${pair%%::*} script=${pair#*::}
+        script=${script//OUT/$WORK/out} script=${script//URL/$BASE/1g.bin}
+        fresh; measure verified "$name" "$WORK/out/1g.bin" "$MD5_1G" -- bash -c "set -o pipefail; $script"
+        [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == "$MD5_1G" ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
+    done
+    fresh; measure verified "aria2c --checksum=md5=" "$WORK/out/1g.bin" "$MD5_1G" -- aria2c -q -x1 \
+        --file-allocation=none --allow-overwrite=true --checksum="md5=$MD5_1G" -d "$WORK/out" -o 1g.bin "$BASE/1g.bin"
+done
+
+# --- 1b. a slow transfer: the CPU it costs -------------------------------------------------------------------------
+SLOW_RUNS=${SLOW_RUNS:-3}
+log "2 MiB at 200 KiB/s (nginx limit_rate, about 10 s): CPU of dl, curl, wget, a bare URLSession ($SLOW_RUNS runs each)"
+MD5_2M=$(md5sum "$WORK/www/2m.bin" | cut -d' ' -f1)
+for ((run = 1; run <= SLOW_RUNS; run++)); do
+    fresh; measure slowcpu dl "$WORK/out/2m.bin" "$MD5_2M" -- "$DL" --quiet --dir "$WORK/out" "$BASE/trickle/2m.bin"
+    fresh; measure slowcpu curl "$WORK/out/2m.bin" "$MD5_2M" -- curl -sf -o "$WORK/out/2m.bin" "$BASE/trickle/2m.bin"
+    fresh; measure slowcpu wget "$WORK/out/2m.bin" "$MD5_2M" -- wget -q -O "$WORK/out/2m.bin" "$BASE/trickle/2m.bin"
+    measure slowcpu "URLSession, no disk" "" "" -- "$BIN/urlsession-floor" "$BASE/trickle/2m.bin" discard
+    [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == $((2 << 20)) ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
 done
 
 # --- 2. peak RSS at 100 MiB ------------------------------------------------------------------------------------
@@ -206,6 +231,7 @@ printf 'kill\tdl\t%s\t%s\t%s\t%s\n' "$served" "${killed_at:-0}" "$ranges" "$resu
 
 # --- report ----------------------------------------------------------------------------------------------------
 log "report"
+cp "$RESULTS" "${TMPDIR:-/tmp}/downloader-bench-results.tsv"  # kept for a report written again by hand
 python3 - "$RESULTS" "$RUNS" "$(date -u +%Y-%m-%d)" "$(nproc)" "$(swift --version 2>&1 | head -1)" \
     "$(nginx -v 2>&1 | cut -d/ -f2) / curl $(curl --version | head -1 | cut -d' ' -f2) / wget $(wget --version | head -1 | cut -d' ' -f3) / aria2 $(aria2c --version | head -1 | cut -d' ' -f3)" \
     > "$WORK/report.md" <<'PY'
@@ -239,7 +265,7 @@ def stats(w, c):
         "rssmax": max(x[2] for x in r), "ok": all(x[3] == "ok" for x in rows[(w, c)]) and len(r) == len(rows[(w, c)]),
     }
 
-def table(w, reference, contenders, unit="s"):
+def table(w, reference, contenders, checked="all MD5 ok"):
     ref = stats(w, reference)["wall"]
     out = ["| contender | median wall s | min–max s | ratio to " + reference + " | CPU s | peak RSS MB | outputs |",
            "|---|---|---|---|---|---|---|"]
@@ -247,8 +273,8 @@ def table(w, reference, contenders, unit="s"):
         if (w, c) not in rows:
             continue
         s = stats(w, c)
-        out.append(f"| {c} | {s['wall']:.2f} | {s['min']:.2f}–{s['max']:.2f} | {s['wall'] / ref:.2f} | {s['cpu']:.2f} | "
-                   f"{s['rss']:.0f} (max {s['rssmax']:.0f}) | {'all MD5 ok' if s['ok'] else 'FAILED'} |")
+        out.append(f"| {c.replace('|', chr(92) + '|')} | {s['wall']:.2f} | {s['min']:.2f}–{s['max']:.2f} | {s['wall'] / ref:.2f} | {s['cpu']:.2f} | "
+                   f"{s['rss']:.0f} (max {s['rssmax']:.0f}) | {checked if s['ok'] else 'FAILED'} |")
     return "\n".join(out)
 
 def verdict(ok):
@@ -260,7 +286,7 @@ p("Release builds, measured side by side with the tools people would otherwise u
 p("the machine is shared and noisy (absolute seconds drift ±30 %), ratios much less.\n")
 p(f"Machine: {cores} cores, Linux. Date: {date}. {swift}. Server: nginx {tools}, on 127.0.0.1, `sendfile on`,")
 p(f"files in the page cache. {runs} interleaved runs per contender; every output MD5-checked.")
-p("Reproduce: `Benchmarks/run.sh` (installs what it needs; about 10 minutes).\n")
+p("Reproduce: `Benchmarks/run.sh` (installs what it needs; about 15 minutes).\n")
 
 g = lambda w, c: stats(w, c)
 p("## Commands\n")
@@ -279,6 +305,11 @@ for line in [
     "aria2c -q -j8 -x1 --file-allocation=none -d OUT -i list.txt",
     "downloader-bench md5|sha256|sha1 1g.bin; md5sum|sha256sum|sha1sum 1g.bin",
     "dl --quiet --dir OUT BASE/slow/1g.bin                 # killed with SIGKILL at 50 %, then run again",
+    "curl -sf -o OUT/1g.bin BASE/1g.bin && md5sum OUT/1g.bin  # verified contenders (bash, pipefail)",
+    "curl -sf BASE/1g.bin | tee OUT/1g.bin | md5sum",
+    "wget -q -O OUT/1g.bin BASE/1g.bin && md5sum OUT/1g.bin",
+    "aria2c -q -x1 --file-allocation=none --allow-overwrite=true --checksum=md5=HEX -d OUT -o 1g.bin BASE/1g.bin",
+    "dl|curl|wget|urlsession-floor … BASE/trickle/2m.bin   # nginx limit_rate 200k: about 10 s",
     "downloader-bench queue 20000                          # the manager's waiting queue",
     "downloader-bench state 10000                          # the saved state: open time, bytes per change",
 ]:
@@ -293,6 +324,20 @@ for peer in ["wget", "aria2c -x1", "AsyncHTTPClient"]:
     if ("1g", peer) in rows:
         s = g("1g", peer)
         p(f"- faster than {peer}: {dl['wall']:.2f} s vs {s['wall']:.2f} s — {verdict(dl['wall'] < s['wall'])}.")
+
+p("\n## Verified 1 GiB: what people run to get a checked file\n")
+if ("verified", "curl -o f && md5sum f") in rows:
+    rows[("verified", "dl")] = rows[("1g", "dl")]
+    verified = ["curl -o f && md5sum f", "curl | tee f | md5sum", "wget && md5sum", "aria2c --checksum=md5="]
+    p("`dl` hashes while it writes; the others hash after or beside the transfer. Same runs as the table above.\n")
+    p(table("verified", "curl -o f && md5sum f", ["dl"] + verified))
+    ref = g("verified", "curl -o f && md5sum f")
+    p("")
+    p(f"- `dl` ≤ 0.85 × `curl -o f && md5sum f`: {dl['wall'] / ref['wall']:.2f} × — {verdict(dl['wall'] <= 0.85 * ref['wall'])}.")
+    others = [c for c in verified if ("verified", c) in rows]
+    fastest = min(others, key=lambda c: g("verified", c)["wall"])
+    p(f"- faster than every other verified contender (fastest: {fastest}, {g('verified', fastest)['wall']:.2f} s): "
+      f"{verdict(all(dl['wall'] < g('verified', c)['wall'] for c in others))}.")
 
 p("\n### The platform's floor\n")
 p("The same 1 GiB through URLSession alone, never touching the disk: what any URLSession-based downloader pays on this")
@@ -315,7 +360,7 @@ p("|---|---|---|")
 p(f"| 100 MiB | {small['rss']:.0f}, {small['rssmax']:.0f} | {g('100m', 'curl')['rss']:.0f} |")
 p(f"| 1 GiB | {big['rss']:.0f}, {big['rssmax']:.0f} | {curl['rss']:.0f} |")
 p("")
-p(f"- ≤ 80 MB: {verdict(big['rssmax'] <= 80 and small['rssmax'] <= 80)}; flat in size, 1 GiB ≤ 1.15 × 100 MiB: "
+p(f"- ≤ 50 MB for 1 GiB: {big['rss']:.0f} MB — {verdict(big['rss'] <= 50)}; ≤ 80 MB at most: {verdict(big['rssmax'] <= 80 and small['rssmax'] <= 80)}; flat in size, 1 GiB ≤ 1.15 × 100 MiB: "
   f"{big['rss'] / small['rss']:.2f} × — {verdict(big['rss'] <= 1.15 * small['rss'])}.")
 
 p("\n## 1,000 × 16 KiB files, 8 at a time\n")
@@ -327,7 +372,7 @@ p("\n## Digests of a cached 1 GiB file\n")
 p("Whole-process wall time for both (`downloader-bench ALGORITHM FILE` reads 4 MiB blocks). GNU coreutils here uses no")
 p("SHA extensions; neither does Downloader (pure Swift).\n")
 for algorithm, tool, target in [("md5", "md5sum", 0.95), ("sha256", "sha256sum", 1.0), ("sha1", "sha1sum", 1.0)]:
-    p(table(algorithm, tool, [f"Downloader {algorithm}", tool]))
+    p(table(algorithm, tool, [f"Downloader {algorithm}", tool], checked="all digests ok"))
     m1, m2 = g(algorithm, f"Downloader {algorithm}"), g(algorithm, tool)
     p(f"\n- ≤ {target:.2f} × {tool}: {m1['wall'] / m2['wall']:.2f} × — {verdict(m1['wall'] <= target * m2['wall'])}.\n")
 
@@ -338,6 +383,20 @@ p("|---|---|---|")
 p(f"| with MD5 (default) | {dl['wall']:.2f} | {dl['cpu']:.2f} |")
 p(f"| `--no-md5` | {off['wall']:.2f} | {off['cpu']:.2f} |")
 p(f"\n- verification costs ≤ 5 %: {dl['wall'] / off['wall'] - 1:+.0%} — {verdict(dl['wall'] <= 1.05 * off['wall'])}.")
+p(f"- unverified `dl --no-md5` ≤ 1.2 × curl: {off['wall'] / curl['wall']:.2f} × — {verdict(off['wall'] <= 1.2 * curl['wall'])}.")
+
+if ("slowcpu", "curl") in rows:
+    p("\n## A slow transfer: 2 MiB at 200 KiB/s\n")
+    p("nginx `limit_rate 200k` on one connection, about 10 s; CPU is user + system seconds from /usr/bin/time, and its")
+    p("share of one core over the wall time.\n")
+    p("| contender | median wall s | CPU s | CPU % of a core | outputs |")
+    p("|---|---|---|---|---|")
+    for c in ["dl", "curl", "wget", "URLSession, no disk"]:
+        if ("slowcpu", c) in rows:
+            s = g("slowcpu", c)
+            p(f"| {c} | {s['wall']:.2f} | {s['cpu']:.2f} | {100 * s['cpu'] / s['wall']:.0f} % | {'all MD5 ok' if s['ok'] else 'FAILED'} |")
+    slow = g("slowcpu", "dl")
+    p(f"\n- `dl` ≤ 10 % of a core: {100 * slow['cpu'] / slow['wall']:.0f} % — {verdict(slow['cpu'] <= 0.10 * slow['wall'])}.")
 
 if queue:
     p("\n## The manager's waiting queue: 20,000 URLs\n")
