@@ -46,7 +46,7 @@ final class DiskFaultTests: Sendable {
     )
     func completedAreaNotWritable() async throws {
         let manager = try makeManager()
-        let url = server.url("/bytes/blocked?size=300000&stallAfter=100000&stall=1&stallCount=1")
+        let url = server.url("/bytes/blocked?size=300000&stallAfter=100000&stall=1&stallCount=2")
         let download = Task { try await manager.download(url) }
         #expect(await server.waitUntil { $0.bodyBytesSent >= 100_000 })
         // The transfer is under way: now the completed area turns into something nobody can write into.

@@ -33,6 +33,9 @@ extension DownloadManager {
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
         /// Default 8 MiB.
         public var windowSize: Int
+        /// Bytes of a fresh download's first request, which opens a connection (see
+        /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
+        var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
         /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
         /// somewhere else, as `dl` does with its `--dir`.
         public var completedDirectory: URL?

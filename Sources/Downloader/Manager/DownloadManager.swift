@@ -147,7 +147,9 @@ public actor DownloadManager {
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),
             retryLimit: configuration.retryLimit,
-            engine: Transfer.Configuration(windowSize: Int64(max(1, configuration.windowSize))),
+            engine: Transfer.Configuration(
+                windowSize: Int64(max(1, configuration.windowSize)),
+                firstWindowSize: Int64(max(1, configuration.firstWindowSize))),
             sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {

@@ -102,8 +102,8 @@ extension Transfer {
         metadata.suggestedFilename = probe?.suggestedFilename
         metadata.announced = probe?.announced ?? []
         job.metadata = metadata
-        // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless it brings a
-        // small file whole (see `WindowSink.uncheckpointedSize`).
+        // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless the file is
+        // small (see `WindowSink.uncheckpointedSize`).
     }
 
     /// The last `count` bytes of the file so far: from memory when this run received them, else from the partial file

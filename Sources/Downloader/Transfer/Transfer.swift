@@ -35,6 +35,13 @@ final class Transfer: Sendable {
         /// Bytes per Range request: memory stays bounded because the next window starts only once the disk is past
         /// the middle of this one (at most one and a half windows wait in memory).
         var windowSize: Int64 = 8 << 20
+        /// Bytes of the first request when it opens a new connection (a fresh download, not a resume after a HEAD).
+        ///
+        /// On Linux, FoundationNetworking keeps watching a new connection for writability for the whole of its first
+        /// request (the connect step asks for it and nothing takes it back), and a socket is always writable: that
+        /// request spins a core until it ends. A short first request ends the spin early; later requests reuse the
+        /// connection without it (README, platform notes).
+        var firstWindowSize: Int64 = 16 << 10
         /// How often a file changed mid-download may restart it before giving up.
         var maximumRestarts = 3
     }
@@ -98,13 +105,16 @@ final class Transfer: Sendable {
 
         // A HEAD only when there is a partial file to resume: it tells whether the saved bytes are still the
         // current version before they are re-hashed. A fresh download learns the same from its first GET.
-        let probe = PartialState.exists(at: job.stateFile) ? try await self.probe() : nil
+        let probed = PartialState.exists(at: job.stateFile)
+        let probe = probed ? try await self.probe() : nil
         try restore(job, probe: probe)
         let resumedBytes = job.offset
         var restarts = 0
+        // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
+        var connectionPrimed = probed
         while true {
             do {
-                try await fetchRemaining(job, restarts: &restarts)
+                try await fetchRemaining(job, restarts: &restarts, connectionPrimed: &connectionPrimed)
             } catch {
                 // The disk may still be writing the last window: let it finish before the file is closed.
                 await job.drained()
@@ -155,7 +165,9 @@ final class Transfer: Sendable {
     /// past the middle of window n, so writing and hashing the tail of a window overlap the next request instead of
     /// delaying it, and at most one and a half windows wait in memory. Steps that touch the file first wait for the
     /// disk.
-    private func fetchRemaining(_ job: TransferJob, restarts: inout Int) async throws(DownloadError) {
+    private func fetchRemaining(
+        _ job: TransferJob, restarts: inout Int, connectionPrimed: inout Bool
+    ) async throws(DownloadError) {
         while true {
             if Task.isCancelled {
                 try await stop(job, with: .cancelled(url))
@@ -187,7 +199,8 @@ final class Transfer: Sendable {
                     requestStart = start - Int64(overlap.count)
                 }
                 // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
-                let windowSize = limiters.map(\.windowSize).reduce(configuration.windowSize, min)
+                let firstWindow = connectionPrimed ? configuration.windowSize : configuration.firstWindowSize
+                let windowSize = limiters.map(\.windowSize).reduce(min(configuration.windowSize, firstWindow), min)
                 let last = start + windowSize - 1
                 end = job.metadata.totalLength.map { min(last, $0 - 1) } ?? last
                 request.setValue("bytes=\(requestStart)-\(end!)", forHTTPHeaderField: "Range")
@@ -208,6 +221,7 @@ final class Transfer: Sendable {
                 job: job, start: requestStart, end: end, ranged: end != nil, overlap: overlap,
                 checkpointInterval: configuration.windowSize, progress: progress)
             let outcome = await bridge.perform(request, sink: sink)
+            connectionPrimed = true
             switch outcome {
             case .finished:
                 if sink.isWholeStream {
@@ -215,8 +229,12 @@ final class Transfer: Sendable {
                     try await settle(job)
                     return
                 }
-                // The last window of a file is not checkpointed: verification and the move follow at once.
-                if job.metadata.totalLength != job.networkOffset { job.checkpointLater() }
+                // The last window of a file is not checkpointed (verification and the move follow at once), nor is
+                // a small file (see `WindowSink.uncheckpointedSize`).
+                let small =
+                    job.metadata.totalLength.map { WindowSink.isSmall($0, windowSize: configuration.windowSize) }
+                    ?? false
+                if !small && job.metadata.totalLength != job.networkOffset { job.checkpointLater() }
                 // Memory stays bounded: the next request starts once the disk is past the middle of this window, so
                 // at most half a window waits while the next one arrives.
                 await (sink.halfway ?? job.fence()).wait()

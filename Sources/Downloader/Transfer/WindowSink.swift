@@ -51,9 +51,15 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         self.progress = progress
     }
 
-    /// A file up to this size that one response brings whole gets no saved state until it completes: thousands of
-    /// small files then cost no state files at all, and a crash costs at most this much to fetch again.
-    static let uncheckpointedSize = 1 << 20
+    /// A file up to this size that one window holds gets no saved state until it completes: thousands of small
+    /// files then cost no state files at all, and a crash costs at most this much to fetch again.
+    static let uncheckpointedSize: Int64 = 1 << 20
+
+    /// Whether a file of this length gets no saved state (see `uncheckpointedSize`): the short first request of a new
+    /// connection does not count as a window.
+    static func isSmall(_ length: Int64, windowSize: Int64) -> Bool {
+        length <= min(uncheckpointedSize, windowSize)
+    }
 
     func receive(response: URLResponse) -> RequestEnd? {
         let url = job.url
@@ -102,9 +108,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                 let wholeFile = contentRange.completeLength == Int64(range.count)
                 let announced = http.announcedChecksums(bodyIsWholeFile: wholeFile)
                 if !announced.isEmpty { job.metadata.announced = announced }
-                // Save the version now (a crash mid-window then keeps its bytes), except for a small file that
-                // this response brings whole: it is verified and moved right after it.
-                let checkpoints = !(wholeFile && range.count <= Self.uncheckpointedSize)
+                // Save the version now (a crash mid-window then keeps its bytes), except for a small file: it is
+                // verified and moved right after its last byte.
+                let checkpoints = !Self.isSmall(contentRange.completeLength ?? .max, windowSize: checkpointInterval)
                 let chosen = job.metadata.announced
                 let failure = job.runNow { (job: TransferJob) throws(DownloadError) in
                     job.chooseHash(announced: chosen)
