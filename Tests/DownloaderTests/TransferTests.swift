@@ -75,8 +75,10 @@ extension TransferTests {
         task.cancel()
         _ = await task.result
         // The rule: at most 1 MiB and within one normal window; the short first request does not count.
-        #expect(WindowSink.isSmall(500_000, windowSize: 8 << 20) && WindowSink.isSmall(1 << 20, windowSize: 8 << 20))
-        #expect(!WindowSink.isSmall(500_000, windowSize: 65_536) && !WindowSink.isSmall(2 << 20, windowSize: 8 << 20))
+        #expect(
+            ResponseJudge.isSmall(500_000, windowSize: 8 << 20) && ResponseJudge.isSmall(1 << 20, windowSize: 8 << 20))
+        #expect(
+            !ResponseJudge.isSmall(500_000, windowSize: 65_536) && !ResponseJudge.isSmall(2 << 20, windowSize: 8 << 20))
     }
 
     @Test("A fresh download starts with its first GET; only a resume asks HEAD whether the saved bytes still match")

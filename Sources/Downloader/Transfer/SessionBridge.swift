@@ -32,20 +32,13 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let sink: any TransferSink
         let originalURL: URL
         var continuation: CheckedContinuation<RequestEnd, Never>?
-        var closed = false
         var lastActivity: UInt64
         /// Where the current lowest-speed interval began, and the body bytes received since.
         var speedIntervalStart: UInt64
         var speedIntervalBytes = 0
         var visited: Set<String> = []
-        /// A redirect's completion handler was called and its callback has not reached the task yet. Cancelling in
-        /// that window makes corelibs trap ("Received callback for HTTP redirection, but we're not waiting for it"),
-        /// so a cancel is deferred to the task's next event.
-        var redirectInFlight = false
-        var cancelDeferred = false
-        /// How the request ended, kept for the caller until the task really completes.
-        var pendingEnd: RequestEnd?
-        var closedAt: UInt64 = 0
+        /// Open, redirecting or closed (with how it ended, kept for the caller until the task really completes).
+        var request = RequestState()
     }
 
     private struct State {
@@ -139,26 +132,20 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     ///   redirect.
     private func markClosed(_ id: Int, with end: RequestEnd) -> URLSessionDataTask? {
         state.withLock { state -> URLSessionDataTask? in
-            guard var entry = state.entries[id], !entry.closed else { return nil }
-            entry.closed = true
-            entry.pendingEnd = end
-            entry.closedAt = DispatchTime.now().uptimeNanoseconds
-            if entry.redirectInFlight { entry.cancelDeferred = true }
+            guard var entry = state.entries[id] else { return nil }
+            let cancelNow = entry.request.close(with: end, now: DispatchTime.now().uptimeNanoseconds)
             state.entries[id] = entry
-            return entry.redirectInFlight ? nil : entry.task
+            return cancelNow ? entry.task : nil
         }
     }
 
-    /// The task has produced an event after a redirect: the redirect callback has run, so a deferred cancel is safe.
+    /// The task has produced an event: a redirect before it has settled, so a deferred cancel is safe now.
     private func redirectSettled(_ id: Int) {
         let deferred = state.withLock { state -> URLSessionDataTask? in
-            guard var entry = state.entries[id], entry.redirectInFlight else { return nil }
-            entry.redirectInFlight = false
-            defer {
-                entry.cancelDeferred = false
-                state.entries[id] = entry
-            }
-            return entry.cancelDeferred ? entry.task : nil
+            guard var entry = state.entries[id] else { return nil }
+            let due = entry.request.taskProducedEvent()
+            state.entries[id] = entry
+            return due ? entry.task : nil
         }
         if let deferred { controlQueue.async { deferred.cancel() } }
     }
@@ -171,7 +158,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             return Array(state.entries.values)
         }
         for entry in entries {
-            entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled)
+            entry.continuation?.resume(returning: entry.request.pendingEnd ?? .cancelled)
         }
         watchdog.cancel()
         let session = self.session!
@@ -188,7 +175,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// The sink of an open request, marking activity for the watchdog; `nil` once closed.
     private func openSink(_ id: Int, received: Int = 0) -> (any TransferSink)? {
         state.withLock { state in
-            guard var entry = state.entries[id], !entry.closed else { return nil }
+            guard var entry = state.entries[id], entry.request.isOpen else { return nil }
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
             entry.speedIntervalBytes += received
             state.entries[id] = entry
@@ -226,7 +213,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let finished = state.withLock {
             state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?)? in
             guard let entry = state.entries.removeValue(forKey: id) else { return nil }
-            return (entry.sink, entry.continuation, entry.closed ? entry.pendingEnd : nil)
+            return (entry.sink, entry.continuation, entry.request.pendingEnd)
         }
         guard let (sink, continuation, pendingEnd) = finished else { return }
         let end: RequestEnd
@@ -253,9 +240,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let id = task.taskIdentifier
         let maximum = configuration.maximumRedirects
         let decision = state.withLock { state -> Decision in
-            guard var entry = state.entries[id], !entry.closed, let target = request.url else { return .leave }
+            guard let target = request.url, var entry = state.entries[id], entry.request.redirectWillBeAnswered()
+            else { return .leave }
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
-            entry.redirectInFlight = true
             defer { state.entries[id] = entry }
             if entry.visited.contains(target.absoluteString) {
                 return .refuse(
@@ -310,7 +297,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             var stalled: [(Int, DownloadError)] = []
             var abandoned: [Entry] = []
             for (id, var entry) in state.entries {
-                if !entry.closed {
+                if entry.request.isOpen {
                     if now > entry.lastActivity && now - entry.lastActivity > limit {
                         stalled.append((id, .stalled(entry.originalURL, seconds: configuration.stallTimeout)))
                     } else if let lowestSpeed, now > entry.speedIntervalStart,
@@ -330,7 +317,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                             state.entries[id] = entry
                         }
                     }
-                } else if now > entry.closedAt && now - entry.closedAt > grace {
+                } else if let closedAt = entry.request.closedAt, now > closedAt && now - closedAt > grace {
                     abandoned.append(entry)
                     state.entries[id] = nil
                 }
@@ -341,7 +328,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             close(taskIdentifier: id, with: .failed(error))
         }
         for entry in abandoned {
-            entry.continuation?.resume(returning: entry.pendingEnd ?? .cancelled)
+            entry.continuation?.resume(returning: entry.request.pendingEnd ?? .cancelled)
         }
     }
 }

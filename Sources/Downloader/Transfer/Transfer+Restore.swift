@@ -29,11 +29,12 @@ extension Transfer {
             switch response.statusCode {
             case 200..<300:
                 let length = response.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
+                let head = response.head
                 return Probe(
-                    totalLength: response.isContentEncoded ? nil : length,
+                    totalLength: head.isContentEncoded ? nil : length,
                     acceptsRanges: response.value(forHTTPHeaderField: "Accept-Ranges")?.lowercased() != "none",
-                    validators: response.validators, suggestedFilename: response.dispositionFilename,
-                    announced: response.announcedChecksums(bodyIsWholeFile: true))
+                    validators: head.validators, suggestedFilename: head.dispositionFilename,
+                    announced: head.announcedChecksums(bodyIsWholeFile: true))
             case 400, 403, 405, 501:
                 return nil
             default:
@@ -103,7 +104,7 @@ extension Transfer {
         metadata.announced = probe?.announced ?? []
         job.metadata = metadata
         // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless the file is
-        // small (see `WindowSink.uncheckpointedSize`).
+        // small (see `ResponseJudge.uncheckpointedSize`).
     }
 
     /// The last `count` bytes of the file so far: from memory when this run received them, else from the partial file

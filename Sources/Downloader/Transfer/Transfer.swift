@@ -230,9 +230,9 @@ final class Transfer: Sendable {
                     return
                 }
                 // The last window of a file is not checkpointed (verification and the move follow at once), nor is
-                // a small file (see `WindowSink.uncheckpointedSize`).
+                // a small file (see `ResponseJudge.uncheckpointedSize`).
                 let small =
-                    job.metadata.totalLength.map { WindowSink.isSmall($0, windowSize: configuration.windowSize) }
+                    job.metadata.totalLength.map { ResponseJudge.isSmall($0, windowSize: configuration.windowSize) }
                     ?? false
                 if !small && job.metadata.totalLength != job.networkOffset { job.checkpointLater() }
                 // Memory stays bounded: the next request starts once the disk is past the middle of this window, so

@@ -4,8 +4,8 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// The sink of one GET: validates the response against the request (status, `Content-Range`, validators,
-/// encoding), then hands the body to the job's disk queue, counting bytes itself.
+/// The sink of one GET: carries out `ResponseJudge`'s verdict on the response, then hands the body to the job's disk
+/// queue, counting bytes itself.
 ///
 /// It runs on the delegate queue, on the network side of the job (see `TransferJob`): it reads and updates the job's
 /// metadata, never the disk-side state, so the disk may still be writing the previous window meanwhile.
@@ -51,103 +51,39 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         self.progress = progress
     }
 
-    /// A file up to this size that one window holds gets no saved state until it completes: thousands of small
-    /// files then cost no state files at all, and a crash costs at most this much to fetch again.
-    static let uncheckpointedSize: Int64 = 1 << 20
-
-    /// Whether a file of this length gets no saved state (see `uncheckpointedSize`): the short first request of a new
-    /// connection does not count as a window.
-    static func isSmall(_ length: Int64, windowSize: Int64) -> Bool {
-        length <= min(uncheckpointedSize, windowSize)
-    }
-
     func receive(response: URLResponse) -> RequestEnd? {
-        let url = job.url
         guard let http = response as? HTTPURLResponse else {
-            return .failed(.invalidResponse(url, reason: "not an HTTP response"))
+            return .failed(.invalidResponse(job.url, reason: "not an HTTP response"))
         }
-        let validators = http.validators
-        let encoded = http.isContentEncoded
-        switch http.statusCode {
-        case 206:
-            guard ranged, let header = http.value(forHTTPHeaderField: "Content-Range"),
-                let contentRange = ContentRange(header), let range = contentRange.range
-            else {
-                return .failed(.invalidResponse(url, reason: "206 without a usable Content-Range"))
+        let request = WindowRequest(
+            start: start, end: end, ranged: ranged, resumeOffset: resumeOffset, windowSize: checkpointInterval)
+        let failure: DownloadError?
+        switch ResponseJudge.judge(http.head, request: request, known: job.metadata, url: job.url) {
+        case .end(let end):
+            return end
+        case .append(let metadata, let bodyLength):
+            job.metadata = metadata
+            expectedBodyLength = bodyLength
+            failure = nil
+        case .begin(let metadata, let bodyLength, let checkpoint):
+            job.metadata = metadata
+            expectedBodyLength = bodyLength
+            failure = job.runNow { (job: TransferJob) throws(DownloadError) in
+                job.chooseHash(announced: metadata.announced)
+                if checkpoint { try job.checkpoint() }
             }
-            guard range.lowerBound == start, end.map({ range.upperBound <= $0 }) ?? true else {
-                return .failed(
-                    .invalidResponse(url, reason: "asked for bytes from \(start), got Content-Range \(header)"))
-            }
-            guard !encoded else {
-                let encoding = http.value(forHTTPHeaderField: "Content-Encoding") ?? ""
-                return .failed(
-                    .invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding) cannot be spliced"))
-            }
-            if resumeOffset > 0 {
-                if validators.differs(from: job.metadata.validators) {
-                    return .restartFromZero(reason: "the resource changed (validators differ)")
-                }
-                if let total = job.metadata.totalLength, let complete = contentRange.completeLength, complete != total {
-                    return .restartFromZero(reason: "the resource's length changed from \(total) to \(complete)")
-                }
-                job.metadata.totalLength = job.metadata.totalLength ?? contentRange.completeLength
-                if job.metadata.validators.isEmpty { job.metadata.validators = validators }
-                // Repr-Digest and Digest describe the whole file even on a part.
-                if job.metadata.announced.isEmpty {
-                    job.metadata.announced = http.announcedChecksums(bodyIsWholeFile: false)
-                }
-            } else {
-                // Byte 0: nothing to splice onto, so this response defines the version. A fresh download starts
-                // here without a HEAD, so it also reads the name and the announced checksums (a body's digest
-                // only when the body is the whole file), and chooses what to hash with.
-                if validators.differs(from: job.metadata.validators) { job.metadata.announced = [] }
-                job.metadata.validators = validators
-                job.metadata.totalLength = contentRange.completeLength
-                job.metadata.suggestedFilename = http.dispositionFilename ?? job.metadata.suggestedFilename
-                let wholeFile = contentRange.completeLength == Int64(range.count)
-                let announced = http.announcedChecksums(bodyIsWholeFile: wholeFile)
-                if !announced.isEmpty { job.metadata.announced = announced }
-                // Save the version now (a crash mid-window then keeps its bytes), except for a small file: it is
-                // verified and moved right after its last byte.
-                let checkpoints = !Self.isSmall(contentRange.completeLength ?? .max, windowSize: checkpointInterval)
-                let chosen = job.metadata.announced
-                let failure = job.runNow { (job: TransferJob) throws(DownloadError) in
-                    job.chooseHash(announced: chosen)
-                    if checkpoints { try job.checkpoint() }
-                }
-                if let failure { return .failed(failure) }
-            }
-            expectedBodyLength = Int64(range.count)
-        case 200:
-            // A whole body: either the first request, a server that ignores Range, or an If-Range that failed
-            // because the resource changed. In every case the body is the whole current version, from byte 0.
-            if ranged && !validators.differs(from: job.metadata.validators) && (resumeOffset > 0 || end != nil) {
-                job.metadata.rangesSupported = false  // same version, Range ignored: stream from now on
-            }
-            isWholeStream = true
-            job.metadata.validators = validators
-            let length = http.expectedContentLength
-            job.metadata.totalLength = encoded || length < 0 ? nil : length
-            expectedBodyLength = job.metadata.totalLength
-            job.metadata.suggestedFilename = http.dispositionFilename ?? job.metadata.suggestedFilename
-            job.metadata.announced = http.announcedChecksums(bodyIsWholeFile: true)
-            if encoded { job.metadata.rangesSupported = false }
+        case .replace(let metadata, let bodyLength, let checkpoint):
             // Waits for the disk to finish what it has (an older version's bytes, rarely), then starts over.
-            let smallFile = job.metadata.totalLength.map { $0 <= Self.uncheckpointedSize } ?? false
-            let announced = job.metadata.announced
-            let failure = job.runNow { (job: TransferJob) throws(DownloadError) in
+            job.metadata = metadata
+            expectedBodyLength = bodyLength
+            isWholeStream = true
+            failure = job.runNow { (job: TransferJob) throws(DownloadError) in
                 try job.truncate()
-                job.chooseHash(announced: announced)
-                if !smallFile { try job.checkpoint() }
+                job.chooseHash(announced: metadata.announced)
+                if checkpoint { try job.checkpoint() }
             }
-            if let failure { return .failed(failure) }
-        case 416:
-            let complete = http.value(forHTTPHeaderField: "Content-Range").flatMap(ContentRange.init)?.completeLength
-            return .unsatisfiable(completeLength: complete)
-        default:
-            return .failed(.httpStatus(http.statusCode, url: url, retryAfter: http.retryAfter))
         }
+        if let failure { return .failed(failure) }
         if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
         job.keepsRecentBytes = !job.metadata.validators.hasStrongETag
         if isWholeStream { compared = overlap.count }  // a whole body starts the file again: nothing to compare
