@@ -39,8 +39,10 @@ struct ReceiptBook<Key: Hashable> {
     var all: [ReceiptRecord] { order.compactMap { $0.flatMap { records[$0] } } }
 
     /// `keys` in request order, keys that are no longer in the book first.
+    ///
+    /// Each key's position is looked up once, not in every comparison: hashing a URL costs more than the sort.
     func inRequestOrder(_ keys: some Collection<Key>) -> [Key] {
-        keys.sorted { (position[$0] ?? -1) < (position[$1] ?? -1) }
+        keys.map { (position: position[$0] ?? -1, key: $0) }.sorted { $0.position < $1.position }.map(\.key)
     }
 
     private mutating func compactIfSparse() {
