@@ -32,5 +32,4 @@ extension HTTPURLResponse {
     var retryAfter: TimeInterval? {
         value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
     }
-
 }

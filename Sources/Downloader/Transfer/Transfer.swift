@@ -221,6 +221,9 @@ final class Transfer: Sendable {
                 job: job, start: requestStart, end: end, ranged: end != nil, overlap: overlap,
                 checkpointInterval: configuration.windowSize, progress: progress)
             let outcome = await bridge.perform(request, sink: sink)
+            // Short only once per run: after a restart the whole file is asked for in one window even if libcurl
+            // dropped the cancelled connection, because a resource without validators that changes between requests
+            // can only be fetched whole by a single request.
             connectionPrimed = true
             switch outcome {
             case .finished:
