@@ -26,10 +26,11 @@ extension Transfer {
         switch await bridge.perform(request, sink: sink) {
         case .finished:
             guard let response = sink.response else { return nil }
-            switch response.statusCode {
+            let head = response.head
+            switch head.statusCode {
             case 200..<300:
+                // The header itself: a HEAD has no body for URLSession to measure.
                 let length = response.value(forHTTPHeaderField: "Content-Length").flatMap { Int64($0) }
-                let head = response.head
                 return Probe(
                     totalLength: head.isContentEncoded ? nil : length,
                     acceptsRanges: response.value(forHTTPHeaderField: "Accept-Ranges")?.lowercased() != "none",
@@ -38,7 +39,7 @@ extension Transfer {
             case 400, 403, 405, 501:
                 return nil
             default:
-                throw .httpStatus(response.statusCode, url: url, retryAfter: response.retryAfter)
+                throw .httpStatus(head.statusCode, url: url, retryAfter: head.retryAfter)
             }
         case .failed(let error):
             throw error
