@@ -24,14 +24,14 @@ struct ResponseJudgeTests {
         WindowRequest(start: start, end: end, ranged: true, resumeOffset: start, windowSize: windowSize)
     }
 
-    func known(etag: String? = "\"v1\"", total: Int64? = 100_000) -> TransferJob.Metadata {
-        var metadata = TransferJob.Metadata()
+    func known(etag: String? = "\"v1\"", total: Int64? = 100_000) -> ResourceMetadata {
+        var metadata = ResourceMetadata()
         metadata.validators = Validators(etag: etag)
         metadata.totalLength = total
         return metadata
     }
 
-    func judge(_ head: ResponseHead, _ request: WindowRequest, _ known: TransferJob.Metadata = .init())
+    func judge(_ head: ResponseHead, _ request: WindowRequest, _ known: ResourceMetadata = .init())
         -> ResponseVerdict
     {
         ResponseJudge.judge(head, request: request, known: known, url: url)

@@ -17,13 +17,13 @@ struct WindowRequest: Sendable {
 /// What to do with a response.
 enum ResponseVerdict: Sendable {
     /// A 206 that continues the file: keep the metadata, expect `bodyLength` bytes.
-    case append(TransferJob.Metadata, bodyLength: Int64)
+    case append(ResourceMetadata, bodyLength: Int64)
     /// A 206 from byte 0, which defines the version: keep the metadata, choose the hash, save the state when
     /// `checkpoint`.
-    case begin(TransferJob.Metadata, bodyLength: Int64, checkpoint: Bool)
+    case begin(ResourceMetadata, bodyLength: Int64, checkpoint: Bool)
     /// A 200, the whole current version from byte 0: empty the file, keep the metadata, choose the hash, save the
     /// state when `checkpoint`.
-    case replace(TransferJob.Metadata, bodyLength: Int64?, checkpoint: Bool)
+    case replace(ResourceMetadata, bodyLength: Int64?, checkpoint: Bool)
     /// The request ends here: a changed resource, a 416, or a failure.
     case end(RequestEnd)
 }
@@ -49,7 +49,7 @@ enum ResponseJudge {
     ///   - url: the download's URL, for errors.
     /// - Returns: the verdict, with the metadata the response leaves.
     static func judge(
-        _ head: ResponseHead, request: WindowRequest, known: TransferJob.Metadata, url: URL
+        _ head: ResponseHead, request: WindowRequest, known: ResourceMetadata, url: URL
     ) -> ResponseVerdict {
         switch head.statusCode {
         case 206: judgePartial(head, request: request, known: known, url: url)
@@ -60,7 +60,7 @@ enum ResponseJudge {
     }
 
     private static func judgePartial(
-        _ head: ResponseHead, request: WindowRequest, known: TransferJob.Metadata, url: URL
+        _ head: ResponseHead, request: WindowRequest, known: ResourceMetadata, url: URL
     ) -> ResponseVerdict {
         guard request.ranged, let header = head.contentRange, let contentRange = ContentRange(header),
             let range = contentRange.range
@@ -111,7 +111,7 @@ enum ResponseJudge {
     /// A whole body: the first request, a server that ignores Range, or an If-Range that failed because the resource
     /// changed. In every case the body is the whole current version, from byte 0.
     private static func judgeWhole(
-        _ head: ResponseHead, request: WindowRequest, known: TransferJob.Metadata
+        _ head: ResponseHead, request: WindowRequest, known: ResourceMetadata
     ) -> ResponseVerdict {
         let encoded = head.isContentEncoded
         var metadata = known

@@ -50,9 +50,10 @@ extension Transfer {
         }
     }
 
-    /// Picks up the partial file: with a saved state of the same version, continue its hash (re-hashing only the
-    /// bytes written after the last checkpoint); otherwise start from an empty file.
-    func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) {
+    /// Picks up the partial file before the job's first command: with a saved state of the same version, continue its
+    /// hash (re-hashing only the bytes written after the last checkpoint); otherwise start from an empty file.
+    /// - Returns: the network side's starting position.
+    func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) -> TransferPosition {
         let length = FileManager.default.sizeOfItem(at: job.partialFile)
         if let saved = PartialState.load(from: job.stateFile, for: url), let length {
             var sameVersion = true
@@ -61,7 +62,7 @@ extension Transfer {
                 if let now = probe.totalLength, let before = saved.totalLength, now != before { sameVersion = false }
             }
             if sameVersion {
-                var metadata = TransferJob.Metadata()
+                var metadata = ResourceMetadata()
                 metadata.validators =
                     saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
                 metadata.totalLength = saved.totalLength ?? probe?.totalLength
@@ -69,11 +70,7 @@ extension Transfer {
                 metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
                 metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced
                 metadata.restartedAfterMismatch = saved.restartedAfterMismatch
-                job.metadata = metadata
-                if let total = metadata.totalLength, length > total {
-                    try startOver(job, probe: probe)
-                    return
-                }
+                if let total = metadata.totalLength, length > total { return startOver(job, probe: probe) }
                 // The saved hash continues where it stopped; a file hashed with another algorithm than the one now
                 // wanted (a new expectation), or not hashed at all, is hashed again from byte 0.
                 let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
@@ -88,31 +85,39 @@ extension Transfer {
                     }
                 }
                 job.resume(at: length, hash: hash)
-                try job.checkpoint()
-                return
+                try job.checkpoint(metadata)
+                var position = TransferPosition()
+                position.resume(at: length)
+                position.metadata = metadata
+                return position
             }
         }
-        try startOver(job, probe: probe)
+        return startOver(job, probe: probe)
     }
 
-    func startOver(_ job: TransferJob, probe: Probe?) throws(DownloadError) {
-        try job.truncate()
-        var metadata = TransferJob.Metadata()
+    /// Starts from an empty file with what the probe said.
+    private func startOver(_ job: TransferJob, probe: Probe?) -> TransferPosition {
+        var metadata = ResourceMetadata()
         metadata.validators = probe?.validators ?? Validators()
         metadata.totalLength = probe?.totalLength
         metadata.rangesSupported = probe?.acceptsRanges ?? true
         metadata.suggestedFilename = probe?.suggestedFilename
         metadata.announced = probe?.announced ?? []
-        job.metadata = metadata
+        job.send(.startOver(announced: metadata.announced))
         // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless the file is
         // small (see `ResponseJudge.uncheckpointedSize`).
+        var position = TransferPosition()
+        position.metadata = metadata
+        return position
     }
 
     /// The last `count` bytes of the file so far: from memory when this run received them, else from the partial file
     /// (after the disk has written everything).
-    func lastBytes(_ job: TransferJob, count: Int) async throws(DownloadError) -> Data {
-        if job.recentBytes.count >= count { return job.recentBytes.suffix(count) }
-        try await settle(job)
+    func lastBytes(
+        _ job: TransferJob, _ position: TransferPosition, count: Int
+    ) async throws(DownloadError) -> Data {
+        if let bytes = position.lastBytes(count) { return bytes }
+        if let failure = await job.drained() { throw failure }
         do {
             let handle = try FileHandle(forReadingFrom: job.partialFile)
             defer { try? handle.close() }

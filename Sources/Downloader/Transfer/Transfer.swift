@@ -20,6 +20,8 @@ struct TransferResult: Sendable {
     let receivedBytes: Int64
     /// The server's raw `Content-Disposition` name, if it sent one.
     let suggestedFilename: String?
+    /// The most received bytes that waited in memory for the disk at once.
+    var peakBufferedBytes: Int64 = 0
 }
 
 /// Takes one URL to one complete, verified file, surviving interruptions without ever producing a wrong byte.
@@ -97,43 +99,42 @@ final class Transfer: Sendable {
         try directory.createAreas()
         let job = TransferJob(
             url: url, partialFile: directory.partialFile(for: url), stateFile: directory.stateFile(for: url),
-            expectation: expected, hashesByDefault: options.computesMD5)
-        defer {
-            job.writer?.close()
-            job.writer = nil
-        }
+            expectation: expected, hashesByDefault: options.computesMD5, progress: progress)
+        defer { job.closeFile() }
 
         // A HEAD only when there is a partial file to resume: it tells whether the saved bytes are still the
         // current version before they are re-hashed. A fresh download learns the same from its first GET.
         let probed = PartialState.exists(at: job.stateFile)
         let probe = probed ? try await self.probe() : nil
-        try restore(job, probe: probe)
-        let resumedBytes = job.offset
+        var position = try restore(job, probe: probe)
+        let resumedBytes = position.offset
         var restarts = 0
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var connectionPrimed = probed
         while true {
             do {
-                try await fetchRemaining(job, restarts: &restarts, connectionPrimed: &connectionPrimed)
+                try await fetchRemaining(
+                    job, position: &position, restarts: &restarts, connectionPrimed: &connectionPrimed)
             } catch {
                 // The disk may still be writing the last window: let it finish before the file is closed.
                 await job.drained()
                 throw error
             }
             if let failure = await job.drained() { throw failure }
-            job.writer?.close()
-            job.writer = nil
+            job.closeFile()
             let computed = job.hash?.finalize()
-            if let total = job.metadata.totalLength, total != job.offset {
+            let metadata = position.metadata
+            if let total = metadata.totalLength, total != job.offset {
                 throw .invalidResponse(url, reason: "the file has \(job.offset) bytes, the server announced \(total)")
             }
             // The caller's expectation, else a checksum the server announced in the algorithm that was hashed.
-            let target = expected ?? job.metadata.announced.first { $0.algorithm == computed?.algorithm }
+            let target = expected ?? metadata.announced.first { $0.algorithm == computed?.algorithm }
             if let computed, let target, target != computed {
-                if !job.metadata.restartedAfterMismatch {
-                    job.metadata.restartedAfterMismatch = true
-                    try job.truncate()
-                    try job.checkpoint()
+                if !metadata.restartedAfterMismatch {
+                    position.metadata.restartedAfterMismatch = true
+                    position.startOver()
+                    job.send(.startOver(announced: metadata.announced))
+                    job.send(.checkpoint(position.metadata))
                     continue
                 }
                 job.discardFiles()
@@ -141,19 +142,19 @@ final class Transfer: Sendable {
             }
             let verification: Verification =
                 if let computed { target != nil ? .checksum(computed) : .computed(computed) } else {
-                    job.metadata.totalLength != nil ? .lengthOnly : .unverified
+                    metadata.totalLength != nil ? .lengthOnly : .unverified
                 }
             let fileURL: URL
             do {
-                fileURL = try complete(job, checksum: computed)
+                fileURL = try complete(job, metadata: metadata, checksum: computed)
             } catch {
-                try? job.checkpoint()  // the file is whole and verified: a later run only has to move it
+                try? job.checkpoint(metadata)  // the file is whole and verified: a later run only has to move it
                 throw error
             }
             return TransferResult(
                 fileURL: fileURL, checksum: computed, verification: verification, length: job.offset,
                 resumedBytes: resumedBytes, receivedBytes: job.receivedThisRun,
-                suggestedFilename: job.metadata.suggestedFilename)
+                suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: job.peakBufferedBytes)
         }
     }
 
@@ -166,45 +167,46 @@ final class Transfer: Sendable {
     /// delaying it, and at most one and a half windows wait in memory. Steps that touch the file first wait for the
     /// disk.
     private func fetchRemaining(
-        _ job: TransferJob, restarts: inout Int, connectionPrimed: inout Bool
+        _ job: TransferJob, position: inout TransferPosition, restarts: inout Int, connectionPrimed: inout Bool
     ) async throws(DownloadError) {
         while true {
             if Task.isCancelled {
-                try await stop(job, with: .cancelled(url))
+                try await stop(job, position, with: .cancelled(url))
             }
-            if let total = job.metadata.totalLength {
-                if job.networkOffset == total { return }
-                if job.networkOffset > total {
-                    try await settle(job)
-                    try restart(job, reason: "the partial file is longer than the resource", &restarts)
+            if let total = position.metadata.totalLength {
+                if position.offset == total { return }
+                if position.offset > total {
+                    try await restart(job, &position, reason: "the partial file is longer than the resource", &restarts)
                 }
             }
-            if !job.metadata.rangesSupported && job.networkOffset > 0 {
+            if !position.metadata.rangesSupported && position.offset > 0 {
                 // No way to ask for the rest: the next request streams the whole resource from byte 0.
-                try await settle(job)
-                try job.truncate()
-                try job.checkpoint()
+                position.startOver()
+                job.send(.startOver(announced: position.metadata.announced))
+                job.send(.checkpoint(position.metadata))
             }
 
             var request = makeRequest()
-            let start = job.networkOffset
+            let start = position.offset
+            let metadata = position.metadata
             var end: Int64?
             var requestStart = start
             var overlap = Data()
-            if job.metadata.rangesSupported {
+            if metadata.rangesSupported {
                 // Without a strong ETag a continuation cannot ask "still the same version?": it asks for the bytes
                 // before `start` as well, and the sink compares them with what the file has.
-                if start > 0 && !job.metadata.validators.hasStrongETag {
-                    overlap = try await lastBytes(job, count: Int(min(Int64(Self.continuityCheckLength), start)))
+                if start > 0 && !metadata.validators.hasStrongETag {
+                    let count = Int(min(Int64(Self.continuityCheckLength), start))
+                    overlap = try await lastBytes(job, position, count: count)
                     requestStart = start - Int64(overlap.count)
                 }
                 // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
                 let firstWindow = connectionPrimed ? configuration.windowSize : configuration.firstWindowSize
                 let windowSize = limiters.map(\.windowSize).reduce(min(configuration.windowSize, firstWindow), min)
                 let last = start + windowSize - 1
-                end = job.metadata.totalLength.map { min(last, $0 - 1) } ?? last
+                end = metadata.totalLength.map { min(last, $0 - 1) } ?? last
                 request.setValue("bytes=\(requestStart)-\(end!)", forHTTPHeaderField: "Range")
-                if start > 0, let ifRange = job.metadata.validators.ifRange {
+                if start > 0, let ifRange = metadata.validators.ifRange {
                     request.setValue(ifRange, forHTTPHeaderField: "If-Range")
                 }
             }
@@ -213,14 +215,15 @@ final class Transfer: Sendable {
                     do {
                         try await limiter.wait(for: end - requestStart + 1)
                     } catch {
-                        try await stop(job, with: .cancelled(url))
+                        try await stop(job, position, with: .cancelled(url))
                     }
                 }
             }
             let sink = WindowSink(
-                job: job, start: requestStart, end: end, ranged: end != nil, overlap: overlap,
-                checkpointInterval: configuration.windowSize, progress: progress)
+                job: job, position: position, start: requestStart, end: end, ranged: end != nil, overlap: overlap,
+                checkpointInterval: configuration.windowSize)
             let outcome = await bridge.perform(request, sink: sink)
+            position = sink.position  // the request has ended: the network side is ours again
             // Short only once per run: after a restart the whole file is asked for in one window even if libcurl
             // dropped the cancelled connection, because a resource without validators that changes between requests
             // can only be fetched whole by a single request.
@@ -228,39 +231,39 @@ final class Transfer: Sendable {
             switch outcome {
             case .finished:
                 if sink.isWholeStream {
-                    // Whole: verification and the move follow (a long stream was checkpointed as it went).
-                    try await settle(job)
-                    return
+                    return  // whole: verification and the move follow (a long stream was checkpointed as it went)
                 }
                 // The last window of a file is not checkpointed (verification and the move follow at once), nor is
                 // a small file (see `ResponseJudge.uncheckpointedSize`).
                 let small =
-                    job.metadata.totalLength.map { ResponseJudge.isSmall($0, windowSize: configuration.windowSize) }
-                    ?? false
-                if !small && job.metadata.totalLength != job.networkOffset { job.checkpointLater() }
+                    position.metadata.totalLength.map {
+                        ResponseJudge.isSmall($0, windowSize: configuration.windowSize)
+                    } ?? false
+                if !small && position.metadata.totalLength != position.offset {
+                    job.send(.checkpoint(position.metadata))
+                }
                 // Memory stays bounded: the next request starts once the disk is past the middle of this window, so
                 // at most half a window waits while the next one arrives.
                 await (sink.halfway ?? job.fence()).wait()
-                if let failure = job.diskError.withLock({ $0 }) { try await stop(job, with: failure) }
-                if job.metadata.totalLength == nil, let end, sink.received < end - requestStart + 1 {
-                    job.metadata.totalLength = job.networkOffset  // a short window of unknown total: that was the end
+                if let failure = job.failure { try await stop(job, position, with: failure) }
+                if position.metadata.totalLength == nil, let end, sink.received < end - requestStart + 1 {
+                    position.metadata.totalLength = position.offset  // a short window of unknown total: the end
                     return
                 }
             case .restartFromZero(let reason):
-                try await settle(job)
-                try restart(job, reason: reason, &restarts)
+                try await restart(job, &position, reason: reason, &restarts)
             case .unsatisfiable(let completeLength):
-                try await settle(job)
-                if let completeLength, completeLength == job.offset {
-                    job.metadata.totalLength = completeLength
+                if let completeLength, completeLength == position.offset {
+                    position.metadata.totalLength = completeLength
                     return
                 }
-                try restart(job, reason: "the server cannot serve bytes from \(job.offset)", &restarts)
-                job.metadata.totalLength = completeLength
+                try await restart(
+                    job, &position, reason: "the server cannot serve bytes from \(position.offset)", &restarts)
+                position.metadata.totalLength = completeLength
             case .failed(let error):
-                try await stop(job, with: error)
+                try await stop(job, position, with: error)
             case .cancelled:
-                try await stop(job, with: .cancelled(url))
+                try await stop(job, position, with: .cancelled(url))
             }
         }
     }
@@ -269,47 +272,49 @@ final class Transfer: Sendable {
     /// change that leaves these bytes equal would go unnoticed (the residual risk, documented in the README).
     static let continuityCheckLength = 64 << 10
 
-    /// Waits for the disk to finish what it was handed; `run()` then owns the whole job.
-    /// - Throws: the disk's error.
-    func settle(_ job: TransferJob) async throws(DownloadError) {
-        if let failure = await job.drained() { throw failure }
-    }
-
     /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run (or, when no byte
     /// arrived — a 404, a refused connection — leaves nothing behind) and throws.
-    private func stop(_ job: TransferJob, with error: DownloadError) async throws(DownloadError) -> Never {
+    private func stop(
+        _ job: TransferJob, _ position: TransferPosition, with error: DownloadError
+    ) async throws(DownloadError) -> Never {
         let diskFailure = await job.drained()
         if job.offset == 0 {
             job.discardFiles()
         } else {
-            try? job.checkpoint()
+            try? job.checkpoint(position.metadata)
         }
         throw diskFailure ?? error
     }
 
-    /// Empties the partial file to start the current version from byte 0, giving up after too many restarts. Call
-    /// when drained.
-    private func restart(_ job: TransferJob, reason: String, _ restarts: inout Int) throws(DownloadError) {
+    /// Starts the current version again from byte 0 (the disk empties the file in order), giving up after too many
+    /// restarts.
+    private func restart(
+        _ job: TransferJob, _ position: inout TransferPosition, reason: String, _ restarts: inout Int
+    ) async throws(DownloadError) {
         restarts += 1
         guard restarts <= configuration.maximumRestarts else {
+            await job.drained()
             job.discardFiles()
             throw .fileChanged(url, reason: "\(reason); restarted \(configuration.maximumRestarts) times")
         }
-        try job.truncate()
-        let kept = job.metadata
-        job.metadata = TransferJob.Metadata()
-        job.metadata.suggestedFilename = kept.suggestedFilename
-        job.metadata.restartedAfterMismatch = kept.restartedAfterMismatch
-        try job.checkpoint()
+        var metadata = ResourceMetadata()
+        metadata.suggestedFilename = position.metadata.suggestedFilename
+        metadata.restartedAfterMismatch = position.metadata.restartedAfterMismatch
+        position.metadata = metadata
+        position.startOver()
+        job.send(.startOver(announced: []))
+        job.send(.checkpoint(metadata))
     }
 
     /// Moves the verified partial file into the completed area and forgets its saved state.
-    private func complete(_ job: TransferJob, checksum: Checksum?) throws(DownloadError) -> URL {
+    private func complete(
+        _ job: TransferJob, metadata: ResourceMetadata, checksum: Checksum?
+    ) throws(DownloadError) -> URL {
         let target: FilePlacement.Target
         if let replacing, options.destination == nil {
             target = .replace(replacing)
         } else {
-            target = directory.placementTarget(for: options, url: url, suggested: job.metadata.suggestedFilename)
+            target = directory.placementTarget(for: options, url: url, suggested: metadata.suggestedFilename)
         }
         if let destination = options.destination {
             do {
@@ -320,7 +325,7 @@ final class Transfer: Sendable {
                     url, reason: "cannot create the folder of \(destination.path): \(error.localizedDescription)")
             }
         }
-        let suggested = job.metadata.suggestedFilename
+        let suggested = metadata.suggestedFilename
         let file = try FilePlacement.place(
             job.partialFile, at: target, length: job.offset, checksum: checksum, downloadURL: url,
             willClaim: { file in willPlace?(file, job.offset, checksum, suggested) })

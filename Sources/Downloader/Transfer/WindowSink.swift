@@ -4,11 +4,13 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// The sink of one GET: carries out `ResponseJudge`'s verdict on the response, then hands the body to the job's disk
-/// queue, counting bytes itself.
+/// The sink of one GET: carries out `ResponseJudge`'s verdict on the response, then sends the body to the job's disk
+/// stages, counting bytes itself.
 ///
-/// It runs on the delegate queue, on the network side of the job (see `TransferJob`): it reads and updates the job's
-/// metadata, never the disk-side state, so the disk may still be writing the previous window meanwhile.
+/// It runs on the delegate queue and holds the transfer's network side (`TransferPosition`) while the request runs;
+/// `Transfer` takes it back when the request has ended. It never waits for the disk: what the disk must do (start
+/// over, save the state, write) is sent as commands in order, so one transfer's disk backlog never stalls the delegate
+/// queue that every download shares.
 final class WindowSink: TransferSink, @unchecked Sendable {
     private let job: TransferJob
     /// The first byte asked for.
@@ -25,30 +27,28 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     /// Where new bytes begin: a response starting here or before continues the file.
     private var resumeOffset: Int64 { start + Int64(overlap.count) }
     private let checkpointInterval: Int64
-    private let progress: @Sendable (Int64, Int64?) -> Void
 
+    /// The network side, owned by this sink until the request ends.
+    private(set) var position: TransferPosition
     private var expectedBodyLength: Int64?
-    /// Body bytes received by this request (handed to the disk queue).
+    /// Body bytes received by this request (sent to the disk).
     private(set) var received: Int64 = 0
     /// Whether this response streams the whole resource (a 200).
     private(set) var isWholeStream = false
     /// Opens when the disk has written and hashed the first half of this response's body.
     private(set) var halfway: DiskFence?
-    /// Metadata snapshot and progress callback for the disk queue, fixed once the response is accepted.
-    private var diskMetadata = TransferJob.Metadata()
-    private var diskProgress: @Sendable (Int64) -> Void = { _ in }
 
     init(
-        job: TransferJob, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(), checkpointInterval: Int64,
-        progress: @escaping @Sendable (Int64, Int64?) -> Void
+        job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
+        checkpointInterval: Int64
     ) {
         self.job = job
+        self.position = position
         self.start = start
         self.end = end
         self.ranged = ranged
         self.overlap = overlap
         self.checkpointInterval = checkpointInterval
-        self.progress = progress
     }
 
     func receive(response: URLResponse) -> RequestEnd? {
@@ -57,46 +57,37 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         }
         let request = WindowRequest(
             start: start, end: end, ranged: ranged, resumeOffset: resumeOffset, windowSize: checkpointInterval)
-        let failure: DownloadError?
-        switch ResponseJudge.judge(http.head, request: request, known: job.metadata, url: job.url) {
+        var saveNow = false
+        switch ResponseJudge.judge(http.head, request: request, known: position.metadata, url: job.url) {
         case .end(let end):
             return end
         case .append(let metadata, let bodyLength):
-            job.metadata = metadata
+            position.metadata = metadata
             expectedBodyLength = bodyLength
-            failure = nil
         case .begin(let metadata, let bodyLength, let checkpoint):
-            job.metadata = metadata
+            position.metadata = metadata
             expectedBodyLength = bodyLength
-            failure = job.runNow { (job: TransferJob) throws(DownloadError) in
-                job.chooseHash(announced: metadata.announced)
-                if checkpoint { try job.checkpoint() }
-            }
+            position.startOver()
+            job.send(.startOver(announced: metadata.announced))
+            saveNow = checkpoint
         case .replace(let metadata, let bodyLength, let checkpoint):
-            // Waits for the disk to finish what it has (an older version's bytes, rarely), then starts over.
-            job.metadata = metadata
+            // The disk finishes what it has (an older version's bytes, rarely), then starts over.
+            position.metadata = metadata
             expectedBodyLength = bodyLength
             isWholeStream = true
-            failure = job.runNow { (job: TransferJob) throws(DownloadError) in
-                try job.truncate()
-                job.chooseHash(announced: metadata.announced)
-                if checkpoint { try job.checkpoint() }
-            }
+            compared = overlap.count  // a whole body starts the file again: nothing to compare
+            position.startOver()
+            job.send(.startOver(announced: metadata.announced))
+            saveNow = checkpoint
         }
-        if let failure { return .failed(failure) }
-        if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
-        job.keepsRecentBytes = !job.metadata.validators.hasStrongETag
-        if isWholeStream { compared = overlap.count }  // a whole body starts the file again: nothing to compare
-        job.writeLater { (job: TransferJob) throws(DownloadError) in try job.openWriter() }
-        diskMetadata = job.metadata
-        let total = job.metadata.totalLength
-        let progress = self.progress
-        diskProgress = { written in progress(written, total) }
+        position.keepsRecentBytes = !position.metadata.validators.hasStrongETag
+        if saveNow { job.send(.checkpoint(position.metadata)) }
+        let every = isWholeStream ? checkpointInterval : nil
+        if let failure = job.send(.describe(position.metadata, checkpointEvery: every)) { return .failed(failure) }
         return nil
     }
 
     func receive(data chunk: Data) -> RequestEnd? {
-        if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
         var data = chunk
         if compared < overlap.count {
             // The bytes before the resume point must be the ones the file has: otherwise the resource changed.
@@ -118,18 +109,17 @@ final class WindowSink: TransferSink, @unchecked Sendable {
                     job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
         }
         received += count
+        position.accept(data)
+        if let failure = job.send(.write(data)) { return .failed(failure) }
         if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
-        job.submit(
-            data, metadata: diskMetadata, checkpointInterval: isWholeStream ? checkpointInterval : nil,
-            progress: diskProgress)
         return nil
     }
 
     func complete(error: (any Error)?) -> RequestEnd {
-        if let failure = job.diskError.withLock({ $0 }) { return .failed(failure) }
-        // Success is judged by our own accounting: every byte the Content-Range announced arrived (and was handed
-        // to the disk, which reports its own errors). A transport complaint after that (a Content-Length larger
-        // than the body) changes nothing.
+        if let failure = job.failure { return .failed(failure) }
+        // Success is judged by our own accounting: every byte the Content-Range announced arrived (and was sent to
+        // the disk, which reports its own errors). A transport complaint after that (a Content-Length larger than
+        // the body) changes nothing.
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
         if let error, !gotEverything {
             return .failed(
@@ -140,7 +130,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             return .failed(
                 .connectionFailed(job.url, reason: "the body ended after \(received) of \(expectedBodyLength) bytes"))
         }
-        if isWholeStream && job.metadata.totalLength == nil { job.metadata.totalLength = job.networkOffset }
+        if isWholeStream && position.metadata.totalLength == nil { position.metadata.totalLength = position.offset }
         return .finished
     }
 }

@@ -1,0 +1,173 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// The disk pipeline without a socket: commands in order, a sender that never waits for the disk, and random
+/// command sequences checked against a model of the file.
+@Suite("TransferJob disk pipeline")
+struct TransferJobTests {
+    let url = URL(string: "http://example.com/file.bin")!
+
+    func makeJob(
+        in directory: TemporaryDirectory, expectation: Checksum? = nil,
+        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+    ) -> TransferJob {
+        TransferJob(
+            url: url, partialFile: directory.url.appendingPathComponent("part"),
+            stateFile: directory.url.appendingPathComponent("state"), expectation: expectation, progress: progress)
+    }
+
+    func metadata(total: Int64?) -> ResourceMetadata {
+        var metadata = ResourceMetadata()
+        metadata.totalLength = total
+        metadata.validators = Validators(etag: "\"v1\"")
+        return metadata
+    }
+
+    /// Checks what a `kill -9` would find now (the job drained): a saved state covers a prefix of the file and its
+    /// hash is that prefix's.
+    func expectConsistentState(_ job: TransferJob, file: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let saved = PartialState.load(from: job.stateFile, for: url) else { return }
+        #expect(saved.hashedLength <= Int64(file.count), sourceLocation: sourceLocation)
+        guard saved.hashedLength <= Int64(file.count), let hash = saved.hash else { return }
+        #expect(
+            hash.finalize()
+                == Checksum(algorithm: .md5, digest: MD5.hash(data: file[..<Int(saved.hashedLength)]).bytes),
+            "the saved hash covers exactly the saved length", sourceLocation: sourceLocation)
+    }
+
+    @Test("Writes, a start-over and checkpoints happen in the order sent; the hash covers exactly the file")
+    func ordered() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let job = makeJob(in: directory)
+        let old = Data(pseudoRandomBytes(count: 100_000, seed: 1))
+        let new = Data(pseudoRandomBytes(count: 70_000, seed: 2))
+        job.send(.write(old))
+        job.send(.checkpoint(metadata(total: 100_000)))
+        job.send(.startOver(announced: []))
+        job.send(.write(new.prefix(30_000)))
+        job.send(.checkpoint(metadata(total: 70_000)))
+        job.send(.write(new.dropFirst(30_000)))
+        #expect(await job.drained() == nil)
+        job.closeFile()
+        #expect(try Data(contentsOf: job.partialFile) == new)
+        #expect(job.offset == 70_000 && job.hashedOffset == 70_000 && job.receivedThisRun == 170_000)
+        #expect(job.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: new).bytes))
+        let saved = try #require(PartialState.load(from: job.stateFile, for: url))
+        #expect(saved.hashedLength == 30_000 && saved.totalLength == 70_000)
+        expectConsistentState(job, file: Array(new))
+    }
+
+    @Test("A start-over chooses the hash: the caller's algorithm, else the strongest announced, else MD5")
+    func startOverChoosesHash() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let sha = Checksum(algorithm: .sha256, digest: SHA256.hash(data: Data("x".utf8)).bytes)!
+        let sha1 = Checksum(algorithm: .sha1, digest: SHA1.hash(data: Data("x".utf8)).bytes)!
+        let job = makeJob(in: directory)
+        job.send(.startOver(announced: [sha1, sha]))
+        await job.drained()
+        #expect(job.hash?.algorithm == .sha256)
+        job.send(.startOver(announced: []))
+        await job.drained()
+        #expect(job.hash?.algorithm == .md5)
+        let expecting = makeJob(in: directory, expectation: sha1)
+        expecting.send(.startOver(announced: [sha]))
+        await expecting.drained()
+        #expect(expecting.hash?.algorithm == .sha1)
+    }
+
+    @Test("Sending never waits for the disk: a start-over and a checkpoint return while the disk is stuck")
+    func sendDoesNotBlock() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let entered = DispatchSemaphore(value: 0)
+        let release = DispatchSemaphore(value: 0)
+        let once = Downloader.Locked<Bool>(true)
+        let job = makeJob(in: directory) { _, _ in
+            // The first batch's progress callback holds the disk queue, as a slow disk would.
+            guard
+                once.withLock({ first in
+                    defer { first = false }; return first
+                })
+            else { return }
+            entered.signal()
+            release.wait()
+        }
+        job.send(.write(Data(count: 1000)))
+        #expect(entered.wait(timeout: .now() + 60) == .success)
+        let returned = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            // What a sink does on the delegate queue when a 200 replaces the file.
+            job.send(.startOver(announced: []))
+            job.send(.checkpoint(metadata(total: 10)))
+            job.send(.write(Data(count: 10)))
+            returned.signal()
+        }
+        let didReturn = returned.wait(timeout: .now() + 60) == .success
+        release.signal()
+        #expect(didReturn, "send blocked behind the disk")
+        #expect(await job.drained() == nil)
+        #expect(job.offset == 10 && job.hashedOffset == 10)
+    }
+
+    @Test("A write error fails later sends; fences still open and nothing is written after it")
+    func writeError() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // The partial file's folder does not exist: opening it fails.
+        let job = TransferJob(
+            url: url, partialFile: directory.url.appendingPathComponent("missing/part"),
+            stateFile: directory.url.appendingPathComponent("state"))
+        job.send(.write(Data(count: 10)))
+        let failure = await job.drained()
+        #expect(failure != nil)
+        #expect(job.send(.write(Data(count: 10))) != nil)
+        #expect(await job.drained() != nil && job.offset == 0)
+    }
+
+    @Test("Random command sequences: after each fence the file is the model's and any saved state is a prefix of it")
+    func randomSequences() async throws {
+        let rounds = runsUnderSanitizer ? 20 : 100
+        for seed in 0..<UInt64(rounds) {
+            var random = SeededGenerator(seed: 500 + seed)
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let job = makeJob(in: directory)
+            var model: [UInt8] = []
+            var written: Int64 = 0
+            for step in 0..<Int.random(in: 5...40, using: &random) {
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<6:
+                    let bytes = pseudoRandomBytes(
+                        count: Int.random(in: 0...40_000, using: &random), seed: seed * 100 + UInt64(step))
+                    model += bytes
+                    written += Int64(bytes.count)
+                    job.send(.write(Data(bytes)))
+                case 6:
+                    model = []
+                    job.send(.startOver(announced: []))
+                case 7:
+                    job.send(.checkpoint(metadata(total: Int64(model.count))))
+                case 8:
+                    let every = Int64.random(in: 1...50_000, using: &random)
+                    job.send(.describe(metadata(total: nil), checkpointEvery: every))
+                default:
+                    #expect(await job.drained() == nil)
+                    #expect(job.offset == Int64(model.count) && job.hashedOffset == job.offset)
+                    expectConsistentState(job, file: Array((try? Data(contentsOf: job.partialFile)) ?? Data()))
+                }
+            }
+            #expect(await job.drained() == nil)
+            job.closeFile()
+            let file = Array((try? Data(contentsOf: job.partialFile)) ?? Data())
+            #expect(file == model, "seed \(seed)")
+            #expect(job.receivedThisRun == written)
+            #expect(job.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: Data(model)).bytes))
+            expectConsistentState(job, file: file)
+        }
+    }
+}
