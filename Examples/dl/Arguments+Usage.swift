@@ -36,6 +36,9 @@ extension Arguments {
               --limit-rate RATE      at most RATE per download, e.g. 500k or 2M (bytes per second, k = 1024)
               --max-overall-limit RATE
                                      at most RATE for all downloads together
+          -x, --max-connection-per-server N
+                                     fetch each file over N connections at once (1–16, default 1) when the
+                                     server allows it (Range, a validator); -s N, --split N mean the same
               --wait                 if another dl is using DIR, wait for it instead of exiting 1
 
         Verification:

@@ -39,6 +39,8 @@ struct Arguments {
     var lowestSpeedLimit: Int?
     var limitRate: Int?
     var overallLimit: Int?
+    /// `-x`/`-s`: connections per file.
+    var connections = 1
     var naming: FileNaming = .suggested
     var quiet = false
     var list = false
@@ -86,8 +88,8 @@ struct Arguments {
                 let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 flag = String(parts[0])
                 inline = parts.count == 2 ? String(parts[1]) : nil
-            } else if argument.count > 2, ["-P", "-O", "-i"].contains(String(argument.prefix(2))) {
-                flag = String(argument.prefix(2))  // wget's -Pdir, -Ofile
+            } else if argument.count > 2, ["-P", "-O", "-i", "-x", "-s"].contains(String(argument.prefix(2))) {
+                flag = String(argument.prefix(2))  // wget's -Pdir, -Ofile, aria2's -x4
                 inline = String(argument.dropFirst(2))
             }
             switch flag {
@@ -147,6 +149,12 @@ struct Arguments {
                 result.limitRate = try rate(value(for: flag, inline: inline), for: flag)
             case "--max-overall-limit", "--max-overall-download-limit":
                 result.overallLimit = try rate(value(for: flag, inline: inline), for: flag)
+            case "--max-connection-per-server", "-x", "--split", "-s":
+                let text = try value(for: flag, inline: inline)
+                guard let count = Int(text), (1...16).contains(count) else {
+                    throw UsageError(message: "\(flag) needs a whole number from 1 to 16, not \"\(text)\"")
+                }
+                result.connections = count
             case "--naming":
                 switch try value(for: flag, inline: inline) {
                 case "suggested": result.naming = .suggested

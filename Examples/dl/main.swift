@@ -101,7 +101,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             headers: headers,
             checksum: request.checksum ?? arguments.checksum ?? arguments.checksumFile?.checksum(for: request.url),
             naming: arguments.naming, computesMD5: arguments.computesMD5, destination: destination,
-            maximumBytesPerSecond: arguments.limitRate)
+            maximumBytesPerSecond: arguments.limitRate, connections: arguments.connections)
     }
     for url in arguments.urls { await manager.enqueue(url, options: options[url]!) }  // in command-line order
     let plan = options

@@ -170,4 +170,65 @@ struct TransferJobTests {
             expectConsistentState(job, file: file)
         }
     }
+
+    @Test("Writes at offsets in any order: the hash follows the watermark, and a saved state lists only written bytes")
+    func positionalWrites() async throws {
+        for seed in 0..<UInt64(runsUnderSanitizer ? 10 : 50) {
+            var random = SeededGenerator(seed: 700 + seed)
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let job = makeJob(in: directory)
+            let content = pseudoRandomBytes(count: Int.random(in: 1...300_000, using: &random), seed: seed)
+            // A first part written from the start, then the rest in shuffled pieces.
+            let first = Int.random(in: 0...min(content.count, 20_000), using: &random)
+            job.send(.write(Data(content[..<first])))
+            var pieces: [Range<Int>] = []
+            var start = first
+            while start < content.count {
+                let end = min(content.count, start + Int.random(in: 1...40_000, using: &random))
+                pieces.append(start..<end)
+                start = end
+            }
+            pieces.shuffle(using: &random)
+            for piece in pieces {
+                job.send(.writeAt(Data(content[piece]), offset: Int64(piece.lowerBound)))
+                if Int.random(in: 0..<4, using: &random) == 0 {
+                    job.send(.checkpoint(metadata(total: Int64(content.count))))
+                }
+                if Int.random(in: 0..<8, using: &random) == 0 {
+                    #expect(await job.drained() == nil)
+                    expectSegmentedState(job, content: content)
+                }
+            }
+            job.send(.checkpoint(metadata(total: Int64(content.count))))
+            #expect(await job.drained() == nil)
+            expectSegmentedState(job, content: content)
+            job.closeFile()
+            #expect(try Data(contentsOf: job.partialFile) == Data(content), "seed \(seed)")
+            #expect(job.offset == Int64(content.count) && job.hashedOffset == job.offset)
+            #expect(job.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: content).bytes))
+        }
+    }
+
+    /// What a `kill -9` would find now: the saved hash covers a prefix of the file and every listed range holds the
+    /// content's bytes.
+    func expectSegmentedState(
+        _ job: TransferJob, content: [UInt8], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        guard let saved = PartialState.load(from: job.stateFile, for: url) else { return }
+        let file = Array((try? Data(contentsOf: job.partialFile)) ?? Data())
+        let hashed = Int(saved.hashedLength)
+        #expect(
+            hashed <= file.count && file[..<hashed].elementsEqual(content[..<hashed]), sourceLocation: sourceLocation)
+        #expect(
+            saved.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: content[..<hashed]).bytes),
+            sourceLocation: sourceLocation)
+        for range in saved.segments ?? [] {
+            let bounds = Int(range.lowerBound)..<Int(range.upperBound)
+            #expect(
+                bounds.lowerBound > hashed && bounds.upperBound <= file.count
+                    && file[bounds].elementsEqual(content[bounds]), "a listed range is on disk",
+                sourceLocation: sourceLocation)
+        }
+    }
 }

@@ -194,6 +194,7 @@ enum Router {
             headers.append(("Vary", "Accept-Encoding"))
             response = Response(status: 200, headers: headers, body: .bytes(Gzip.encode(content.bytes(in: 0..<size))))
         } else if honoursRange, let rangeHeader = head.value("Range"),
+            int("norangeFrom").map({ (rangeStart(rangeHeader) ?? 0) < $0 }) ?? true,
             ifRangeAllows(head.value("If-Range"), etag: etag, lastModified: lastModified)
         {
             switch parseRange(rangeHeader, size: size) {
@@ -229,7 +230,12 @@ enum Router {
         }
         response.bytesPerSecond = int("rate").flatMap { $0 > 0 ? $0 : nil }
         // gate=G&gateSize=K: hold GET responses until K GET requests naming gate G have arrived (then it stays open).
-        if isGet, let gate = options["gate"] { response.gate = (gate, max(1, int("gateSize") ?? 1)) }
+        // gateFrom=N: only requests for a range starting at N or later wait at the gate.
+        if isGet, let gate = options["gate"],
+            int("gateFrom").map({ (head.value("Range").flatMap(rangeStart) ?? 0) >= $0 }) ?? true
+        {
+            response.gate = (gate, max(1, int("gateSize") ?? 1))
+        }
         // stallAfter=N&stall=S: pause S seconds after N body bytes; with stallCount=K only the first K GETs stall.
         if isGet, let after = int("stallAfter"), int("stallCount").map({ fireStall() < $0 }) ?? true {
             response.stall = (after, Double(options["stall"] ?? "") ?? 5)
@@ -253,6 +259,12 @@ enum Router {
     }
 
     /// Parses a single byte range (`a-`, `a-b`, `-n`); anything else is ignored, as RFC 9110 allows.
+    /// The first byte of a `bytes=a-…` range header.
+    static func rangeStart(_ header: String) -> Int? {
+        guard header.hasPrefix("bytes=") else { return nil }
+        return Int(header.dropFirst(6).prefix { $0 != "-" })
+    }
+
     static func parseRange(_ header: String, size: Int) -> RangeOutcome {
         let value = header.trimmingCharacters(in: .whitespaces)
         guard value.lowercased().hasPrefix("bytes="), !value.contains(",") else { return .ignored }

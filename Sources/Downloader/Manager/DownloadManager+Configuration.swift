@@ -30,12 +30,17 @@ extension DownloadManager {
         public var maximumBytesPerSecond: Int?
         /// The interval over which `lowestSpeedLimit` is measured, in seconds (aria2 uses 30). Default 30.
         public var lowestSpeedInterval: TimeInterval
+        /// Connections per download when its options do not say (`DownloadOptions.connections`), 1...16. Default 1.
+        public var connectionsPerDownload: Int
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
         /// Default 8 MiB.
         public var windowSize: Int
         /// Bytes of a fresh download's first request, which opens a connection (see
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
         var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
+        /// The smallest segment of a download over several connections (`Transfer.Configuration`). Internal: tests use
+        /// small files.
+        var minimumSegmentSize = Transfer.Configuration().minimumSegmentSize
         /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
         /// somewhere else, as `dl` does with its `--dir`.
         public var completedDirectory: URL?
@@ -67,6 +72,7 @@ extension DownloadManager {
             maximumBytesPerSecond = nil
             lowestSpeedInterval = 30
             windowSize = 8 << 20
+            connectionsPerDownload = 1
             completedDirectory = nil
             stateDirectory = nil
             directoryLockTimeout = 0

@@ -139,7 +139,10 @@ public actor DownloadManager {
         bridge = SessionBridge(
             configuration: .init(
                 stallTimeout: configuration.stallTimeout, maximumRedirects: 10,
-                maximumConnectionsPerHost: max(6, configuration.maximumActiveDownloads + 2),
+                // Room for every active download's segments at 4 connections (or the default, if more); beyond
+                // that libcurl queues a request until a connection to its host is free.
+                maximumConnectionsPerHost: max(
+                    6, configuration.maximumActiveDownloads * max(4, configuration.connectionsPerDownload) + 2),
                 lowestSpeed: configuration.lowestSpeedLimit.map {
                     (Double($0), max(0.1, configuration.lowestSpeedInterval))
                 }))
@@ -149,7 +152,9 @@ public actor DownloadManager {
             retryLimit: configuration.retryLimit,
             engine: Transfer.Configuration(
                 windowSize: Int64(max(1, configuration.windowSize)),
-                firstWindowSize: Int64(max(1, configuration.firstWindowSize))),
+                firstWindowSize: Int64(max(1, configuration.firstWindowSize)),
+                connections: configuration.connectionsPerDownload,
+                minimumSegmentSize: configuration.minimumSegmentSize),
             sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {

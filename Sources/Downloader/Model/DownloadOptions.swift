@@ -50,6 +50,12 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// kept by asking for small Range windows (a quarter of a second at the limit) no faster than the limit allows;
     /// a server that ignores Range sends the file at its own speed. Default `nil`: no limit.
     public var maximumBytesPerSecond: Int?
+    /// How many connections fetch this file at once (1...16), each a segment of it: a server that caps each
+    /// connection's speed then serves about that many times more. Used only when the server answers Range with 206
+    /// and a validator to send as `If-Range` (a strong ETag or a Last-Modified date) and at least two segments of
+    /// 4 MiB are left; otherwise, and after any sign of a changed resource, one connection. Resume and verification
+    /// work as with one. Default `nil`: the manager's `Configuration.connectionsPerDownload` (1 unless set).
+    public var connections: Int?
 
     /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming (not chosen), MD5
     /// computed.
@@ -62,6 +68,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         priority = 0
         destination = nil
         maximumBytesPerSecond = nil
+        connections = nil
     }
 
     /// Creates options.
@@ -74,10 +81,11 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - priority: which waiting download starts first (see `priority`).
     ///   - destination: the exact file to write, if not a name in the completed area (see `destination`).
     ///   - maximumBytesPerSecond: a bandwidth limit for this download (see `maximumBytesPerSecond`).
+    ///   - connections: how many connections fetch the file at once (see `connections`).
     public init(
         headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
         naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0, destination: URL? = nil,
-        maximumBytesPerSecond: Int? = nil
+        maximumBytesPerSecond: Int? = nil, connections: Int? = nil
     ) {
         self.headers = headers
         self.checksum = checksum
@@ -87,11 +95,12 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         self.priority = priority
         self.destination = destination
         self.maximumBytesPerSecond = maximumBytesPerSecond
+        self.connections = connections
     }
 
     private enum CodingKeys: String, CodingKey {
         case headers, checksum, expectedMD5, naming, computesMD5, priority, destination
-        case maximumBytesPerSecond
+        case maximumBytesPerSecond, connections
     }
 
     /// The checksum the caller expects: `checksum`, else `expectedMD5`.
@@ -117,6 +126,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
             URL(fileURLWithPath: $0)
         }
         maximumBytesPerSecond = try container.decodeIfPresent(Int.self, forKey: .maximumBytesPerSecond)
+        connections = try container.decodeIfPresent(Int.self, forKey: .connections)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -129,5 +139,6 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         if priority != 0 { try container.encode(priority, forKey: .priority) }
         try container.encodeIfPresent(destination?.path, forKey: .destination)
         try container.encodeIfPresent(maximumBytesPerSecond, forKey: .maximumBytesPerSecond)
+        try container.encodeIfPresent(connections, forKey: .connections)
     }
 }

@@ -21,11 +21,14 @@ struct PartialState: Codable, Sendable, Equatable {
     var announced: [Checksum] = []
     /// Whether the file was already restarted once after a checksum mismatch.
     var restartedAfterMismatch: Bool = false
+    /// For a file fetched in segments: the byte ranges written after the first `hashedLength` bytes (sorted,
+    /// disjoint, not touching it); `nil` for a file written from its start only.
+    var segments: [Range<Int64>]?
 
     init(
         url: URL, hashedLength: Int64, hash: StreamingHash?, validators: Validators, totalLength: Int64?,
         rangesSupported: Bool, suggestedFilename: String? = nil, announced: [Checksum] = [],
-        restartedAfterMismatch: Bool = false
+        restartedAfterMismatch: Bool = false, segments: [Range<Int64>]? = nil
     ) {
         self.url = url
         self.hashedLength = hashedLength
@@ -36,11 +39,12 @@ struct PartialState: Codable, Sendable, Equatable {
         self.suggestedFilename = suggestedFilename
         self.announced = announced
         self.restartedAfterMismatch = restartedAfterMismatch
+        self.segments = segments
     }
 
     private enum CodingKeys: String, CodingKey {
         case url, hashedLength, hash, validators, totalLength, rangesSupported, suggestedFilename, announced
-        case restartedAfterMismatch
+        case restartedAfterMismatch, segments
         case md5, announcedMD5  // written by earlier versions
     }
 
@@ -60,6 +64,7 @@ struct PartialState: Codable, Sendable, Equatable {
             ?? (container.decodeIfPresent(String.self, forKey: .announcedMD5).flatMap { Checksum(md5: $0) }.map { [$0] }
                 ?? [])
         restartedAfterMismatch = try container.decodeIfPresent(Bool.self, forKey: .restartedAfterMismatch) ?? false
+        segments = try container.decodeIfPresent([Range<Int64>].self, forKey: .segments)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -73,6 +78,7 @@ struct PartialState: Codable, Sendable, Equatable {
         try container.encodeIfPresent(suggestedFilename, forKey: .suggestedFilename)
         try container.encode(announced, forKey: .announced)
         try container.encode(restartedAfterMismatch, forKey: .restartedAfterMismatch)
+        try container.encodeIfPresent(segments, forKey: .segments)
     }
 
     /// Reads a saved state; a missing, unreadable or foreign one is `nil` (the partial file is then not trusted).

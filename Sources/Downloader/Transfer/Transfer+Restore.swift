@@ -71,6 +71,11 @@ extension Transfer {
                 metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced
                 metadata.restartedAfterMismatch = saved.restartedAfterMismatch
                 if let total = metadata.totalLength, length > total { return startOver(job, probe: probe) }
+                if let segments = saved.segments {
+                    guard let total = metadata.totalLength else { return startOver(job, probe: probe) }
+                    return try restoreSegments(
+                        job, saved: saved, segments: segments, metadata: metadata, length: min(length, total))
+                }
                 // The saved hash continues where it stopped; a file hashed with another algorithm than the one now
                 // wanted (a new expectation), or not hashed at all, is hashed again from byte 0.
                 let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
@@ -85,7 +90,7 @@ extension Transfer {
                     }
                 }
                 job.resume(at: length, hash: hash)
-                try job.checkpoint(metadata)
+                try job.checkpoint(metadata, segments: nil)
                 var position = TransferPosition()
                 position.resume(at: length)
                 position.metadata = metadata
@@ -93,6 +98,44 @@ extension Transfer {
             }
         }
         return startOver(job, probe: probe)
+    }
+
+    /// Picks up a file fetched in segments: the saved hash covers its first bytes, the listed ranges after them are on
+    /// disk (a range the file is too short for, or that overlaps another, is fetched again), and the ranges that
+    /// join the hashed bytes are hashed now.
+    private func restoreSegments(
+        _ job: TransferJob, saved: PartialState, segments: [Range<Int64>], metadata: ResourceMetadata, length: Int64
+    ) throws(DownloadError) -> TransferPosition {
+        var written: [Range<Int64>] = []
+        for range in segments.sorted(by: { $0.lowerBound < $1.lowerBound })
+        where range.lowerBound >= 0 && range.upperBound <= length && !range.isEmpty {
+            if let last = written.last, range.lowerBound < last.upperBound { continue }
+            written.append(range)
+        }
+        let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
+        var hashed = min(saved.hashedLength, length)
+        var hash: StreamingHash?
+        if let wanted {
+            if let savedHash = saved.hash, savedHash.algorithm == wanted, saved.hashedLength <= length {
+                hash = savedHash
+            } else {
+                hash = StreamingHash(wanted)
+                hashed = 0
+            }
+        }
+        var watermark = saved.hashedLength <= length ? saved.hashedLength : 0
+        while let first = written.first, first.lowerBound <= watermark {
+            watermark = max(watermark, first.upperBound)
+            written.removeFirst()
+        }
+        if hash != nil { try rehash(&hash!, of: job.partialFile, from: hashed, to: watermark) }
+        job.resume(at: watermark, hash: hash, written: written)
+        try job.checkpoint(metadata, segments: written)
+        var position = TransferPosition()
+        position.resume(at: watermark)
+        position.metadata = metadata
+        position.written = written
+        return position
     }
 
     /// Starts from an empty file with what the probe said.

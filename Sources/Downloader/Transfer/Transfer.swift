@@ -46,6 +46,11 @@ final class Transfer: Sendable {
         var firstWindowSize: Int64 = 16 << 10
         /// How often a file changed mid-download may restart it before giving up.
         var maximumRestarts = 3
+        /// Connections per download when its options do not say (`DownloadOptions.connections`).
+        var connections = 1
+        /// The smallest segment of a download fetched over several connections (and the smallest part a connection
+        /// takes over from another).
+        var minimumSegmentSize: Int64 = 4 << 20
     }
 
     let url: URL
@@ -109,12 +114,14 @@ final class Transfer: Sendable {
         var position = try restore(job, probe: probe)
         let resumedBytes = position.offset
         var restarts = 0
+        var connections = requestedConnections
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var connectionPrimed = probed
         while true {
             do {
                 try await fetchRemaining(
-                    job, position: &position, restarts: &restarts, connectionPrimed: &connectionPrimed)
+                    job, position: &position, restarts: &restarts, connectionPrimed: &connectionPrimed,
+                    connections: &connections)
             } catch {
                 // The disk may still be writing the last window: let it finish before the file is closed.
                 await job.drained()
@@ -148,7 +155,8 @@ final class Transfer: Sendable {
             do {
                 fileURL = try complete(job, metadata: metadata, checksum: computed)
             } catch {
-                try? job.checkpoint(metadata)  // the file is whole and verified: a later run only has to move it
+                // The file is whole and verified: a later run only has to move it.
+                try? job.checkpoint(metadata, segments: job.segmentsToSave)
                 throw error
             }
             return TransferResult(
@@ -167,11 +175,27 @@ final class Transfer: Sendable {
     /// delaying it, and at most one and a half windows wait in memory. Steps that touch the file first wait for the
     /// disk.
     private func fetchRemaining(
-        _ job: TransferJob, position: inout TransferPosition, restarts: inout Int, connectionPrimed: inout Bool
+        _ job: TransferJob, position: inout TransferPosition, restarts: inout Int, connectionPrimed: inout Bool,
+        connections: inout Int
     ) async throws(DownloadError) {
         while true {
             if Task.isCancelled {
                 try await stop(job, position, with: .cancelled(url))
+            }
+            if fetchesInSegments(position, connections: connections) {
+                switch await fetchSegments(job, position: &position, connections: connections) {
+                case .finished:
+                    return
+                case .fallBack(let reason):
+                    // Never a spliced file: the current version from byte 0, on one connection for the rest of the run.
+                    connections = 1
+                    try await restart(job, &position, reason: reason, &restarts)
+                    continue
+                case .failed(let error):
+                    try await stop(job, position, with: error)
+                case .cancelled:
+                    try await stop(job, position, with: .cancelled(url))
+                }
             }
             if let total = position.metadata.totalLength {
                 if position.offset == total { return }
@@ -281,7 +305,7 @@ final class Transfer: Sendable {
         if job.offset == 0 {
             job.discardFiles()
         } else {
-            try? job.checkpoint(position.metadata)
+            try? job.checkpoint(position.metadata, segments: job.segmentsToSave)
         }
         throw diskFailure ?? error
     }

@@ -4,6 +4,9 @@ import Foundation
 enum DiskCommand: Sendable {
     /// Append bytes to the partial file (then hash them).
     case write(Data)
+    /// Write bytes at an offset (a segment of a download fetched over several connections); they are hashed when
+    /// every byte before them is in the file (the watermark reaches them).
+    case writeAt(Data, offset: Int64)
     /// Empty the partial file and the hash and forget the saved state: the next byte written is byte 0. The hash is
     /// chosen for the new file (the caller's expectation, else the strongest of `announced`, else MD5).
     case startOver(announced: [Checksum])
@@ -38,7 +41,7 @@ final class TransferJob: @unchecked Sendable {
     /// Called on the disk queue after each batch with the bytes in the file and the total if known.
     private let progress: @Sendable (Int64, Int64?) -> Void
     private let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
-    private let hasher = DispatchQueue(label: "Downloader.TransferJob.hash")
+    let hasher = DispatchQueue(label: "Downloader.TransferJob.hash")
 
     /// The first write or checkpoint error. Commands after it are dropped (fences still open).
     private let error = Locked<DownloadError?>(nil)
@@ -48,17 +51,24 @@ final class TransferJob: @unchecked Sendable {
     private let buffered = Locked((now: Int64(0), peak: Int64(0)))
 
     // Disk queue.
-    private(set) var writer: FileWriter?
-    /// Bytes in the partial file.
-    private(set) var offset: Int64 = 0
+    var writer: FileWriter?
+    /// Bytes in the partial file from byte 0 without a gap (the watermark).
+    var offset: Int64 = 0
+    /// Segmented: the writer at offsets, and the ranges written after `offset` (sorted, disjoint, not touching it).
+    var positional: PositionalWriter?
+    var beyond: [Range<Int64>] = []
+    /// Whether the file is written in segments (its saved state lists them).
+    var segmented = false
+    /// Bytes written at offsets since the last checkpoint was queued.
+    var segmentBytesSinceCheckpoint: Int64 = 0
     /// Bytes received from the network by this run and written (not counting what was already on disk).
-    private(set) var receivedThisRun: Int64 = 0
+    var receivedThisRun: Int64 = 0
     /// The total length the last described metadata gives (for progress).
     private var total: Int64?
 
     // Hash queue.
     /// The running hash; `nil` without hashing.
-    private(set) var hash: StreamingHash?
+    var hash: StreamingHash?
     /// Bytes covered by `hash` (or that would be, without hashing); never more than `offset`.
     private(set) var hashedOffset: Int64 = 0
     /// What checkpoints save, and how often a streamed body saves one.
@@ -66,6 +76,8 @@ final class TransferJob: @unchecked Sendable {
     private var checkpointEvery: Int64?
     /// `hashedOffset` at the last saved checkpoint.
     private var checkpointOffset: Int64 = 0
+    /// Reads back bytes that were written out of order when the watermark reaches them.
+    var reader: FileHandle?
 
     /// Creates the disk side of a transfer; nothing is opened until the first command.
     init(
@@ -139,7 +151,7 @@ final class TransferJob: @unchecked Sendable {
         }
     }
 
-    private func fail(_ failure: DownloadError) {
+    func fail(_ failure: DownloadError) {
         error.withLock { if $0 == nil { $0 = failure } }
     }
 
@@ -164,6 +176,9 @@ final class TransferJob: @unchecked Sendable {
                 hashLater(&batch)
                 switch command {
                 case .write: break
+                case .writeAt(let data, let at):
+                    write(data, at: at)
+                    changeBuffered(by: -Int64(data.count))
                 case .startOver(let announced):
                     guard failure == nil else { continue }
                     hasher.sync { resetHash(announced: announced) }
@@ -180,17 +195,19 @@ final class TransferJob: @unchecked Sendable {
                     }
                 case .checkpoint(let metadata):
                     total = metadata.totalLength
+                    segmentBytesSinceCheckpoint = 0
+                    let segments = segmentsToSave
                     hasher.async { [self] in
                         described = metadata
                         checkpointEvery = nil
-                        saveCheckpoint()
+                        saveCheckpoint(segments: segments)
                     }
                 case .fence(let fence):
                     hasher.async { fence.open() }
                 }
             }
             hashLater(&batch)
-            progress(offset, total)
+            progress(offset + beyond.reduce(0) { $0 + Int64($1.count) }, total)
         }
     }
 
@@ -232,8 +249,9 @@ final class TransferJob: @unchecked Sendable {
 
     /// Empties the partial file (disk queue, after the hasher forgot the state, or drained).
     private func truncate() throws(DownloadError) {
-        writer?.close()
-        writer = nil
+        closeFile()
+        beyond = []
+        segmented = false
         writer = try FileWriter(fileURL: partialFile, truncate: true, downloadURL: url)
         offset = 0
     }
@@ -249,7 +267,12 @@ final class TransferJob: @unchecked Sendable {
         }
         hashedOffset += count
         changeBuffered(by: -count)
-        if let checkpointEvery, hashedOffset - checkpointOffset >= checkpointEvery { saveCheckpoint() }
+        if let checkpointEvery, hashedOffset - checkpointOffset >= checkpointEvery { saveCheckpoint(segments: nil) }
+    }
+
+    /// Sets the bytes the hash covers (hash queue).
+    func setHashedOffset(_ value: Int64) {
+        hashedOffset = value
     }
 
     /// Forgets the hash and the saved state (they described other bytes) and chooses the hash for a new file.
@@ -257,6 +280,8 @@ final class TransferJob: @unchecked Sendable {
         if FileManager.default.fileExists(atPath: stateFile.path) { try? FileManager.default.removeItem(at: stateFile) }
         hashedOffset = 0
         checkpointOffset = 0
+        try? reader?.close()
+        reader = nil
         if let expectation {
             hash = StreamingHash(expectation.algorithm)
         } else if hashesByDefault {
@@ -266,10 +291,10 @@ final class TransferJob: @unchecked Sendable {
         }
     }
 
-    private func saveCheckpoint() {
+    func saveCheckpoint(segments: [Range<Int64>]?) {
         guard failure == nil else { return }
         do throws(DownloadError) {
-            try checkpoint(described)
+            try checkpoint(described, segments: segments)
         } catch {
             fail(error)
         }
@@ -288,6 +313,8 @@ final class TransferJob: @unchecked Sendable {
     func closeFile() {
         writer?.close()
         writer = nil
+        positional?.close()
+        positional = nil
     }
 
     /// Closes the writer and deletes the partial file and its saved state: nothing of this download is kept.
@@ -298,17 +325,23 @@ final class TransferJob: @unchecked Sendable {
     }
 
     /// The state to save beside the partial file.
-    func partialState(_ metadata: ResourceMetadata) -> PartialState {
-        PartialState(
+    /// - Parameters:
+    ///   - metadata: the resource's version.
+    ///   - segments: the ranges written after the hashed bytes, for a file fetched in segments.
+    func partialState(_ metadata: ResourceMetadata, segments: [Range<Int64>]?) -> PartialState {
+        // Without a hash the state claims no hashed bytes: the ranges written after byte 0 are then all it keeps.
+        var segments = segments
+        if hash == nil, segments != nil, hashedOffset > 0 { segments = [0..<hashedOffset] + segments! }
+        return PartialState(
             url: url, hashedLength: hash != nil ? hashedOffset : 0, hash: hash,
             validators: metadata.validators, totalLength: metadata.totalLength,
             rangesSupported: metadata.rangesSupported, suggestedFilename: metadata.suggestedFilename,
-            announced: metadata.announced, restartedAfterMismatch: metadata.restartedAfterMismatch)
+            announced: metadata.announced, restartedAfterMismatch: metadata.restartedAfterMismatch, segments: segments)
     }
 
-    /// Saves the state atomically (hash queue, or drained).
-    func checkpoint(_ metadata: ResourceMetadata) throws(DownloadError) {
-        try partialState(metadata).save(to: stateFile)
+    /// Saves the state atomically (hash queue with the disk's snapshot of `segmentsToSave`, or drained).
+    func checkpoint(_ metadata: ResourceMetadata, segments: [Range<Int64>]?) throws(DownloadError) {
+        try partialState(metadata, segments: segments).save(to: stateFile)
         checkpointOffset = hashedOffset
         described = metadata
     }

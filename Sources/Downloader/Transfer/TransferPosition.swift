@@ -28,6 +28,9 @@ struct TransferPosition: Sendable {
     var keepsRecentBytes = false
     /// How many recent bytes a continuity check needs.
     let keptLength: Int
+    /// For a file fetched in segments, the ranges on disk after `offset` (`nil`: the file is written from its start
+    /// only, so everything after `offset` is missing).
+    var written: [Range<Int64>]?
 
     /// Creates the position of an empty file.
     /// - Parameter keptLength: how many recent bytes a continuity check needs.
@@ -53,6 +56,19 @@ struct TransferPosition: Sendable {
     mutating func startOver() {
         offset = 0
         recentBytes = Data()
+        written = nil
+    }
+
+    /// The byte ranges still missing from a file of `total` bytes.
+    func missing(total: Int64) -> [Range<Int64>] {
+        var missing: [Range<Int64>] = []
+        var start = offset
+        for range in written ?? [] where range.upperBound > start {
+            if range.lowerBound > start { missing.append(start..<min(range.lowerBound, total)) }
+            start = range.upperBound
+        }
+        if start < total { missing.append(start..<total) }
+        return missing.filter { !$0.isEmpty }
     }
 
     /// The last `count` accepted bytes, when they are still in memory.

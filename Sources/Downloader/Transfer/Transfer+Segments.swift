@@ -1,0 +1,124 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Fetching the rest of a file over several connections at once (`DownloadOptions.connections`): a server that caps
+/// each connection's speed at R then serves about N·R.
+extension Transfer {
+    /// How a segmented fetch ended.
+    enum SegmentsOutcome: Sendable {
+        /// Every missing byte arrived.
+        case finished
+        /// A response showed another version or ignored Range: restart the file on one connection.
+        case fallBack(reason: String)
+        case failed(DownloadError)
+        case cancelled
+    }
+
+    /// The connections this transfer asks for: the download's own choice, else the engine's default, within 1...16.
+    var requestedConnections: Int {
+        min(Self.maximumConnections, max(1, options.connections ?? configuration.connections))
+    }
+
+    /// The most connections one download opens (aria2 has the same cap).
+    static let maximumConnections = 16
+
+    /// Whether the rest of the file is fetched in segments: a file begun in segments always continues so (its missing
+    /// bytes are not all at its end); otherwise only with several connections wanted, a known length, Range honoured
+    /// with a validator to send as `If-Range` on every segment, and at least two segments' worth of bytes left.
+    func fetchesInSegments(_ position: TransferPosition, connections: Int) -> Bool {
+        let metadata = position.metadata
+        guard let total = metadata.totalLength, metadata.rangesSupported, metadata.validators.ifRange != nil else {
+            return false
+        }
+        if position.written != nil { return true }
+        return connections > 1 && position.offset > 0 && total - position.offset >= 2 * configuration.minimumSegmentSize
+    }
+
+    /// Fetches every missing byte over `connections` connections, each asking for its segment a window at a time.
+    /// - Returns: how it ended; the position is whole when it finished.
+    func fetchSegments(
+        _ job: TransferJob, position: inout TransferPosition, connections: Int
+    ) async -> SegmentsOutcome {
+        let metadata = position.metadata
+        let total = metadata.totalLength ?? 0
+        // Windows per connection are smaller, so that the memory all connections hold stays near one transfer's.
+        let window = max(configuration.windowSize / Int64(connections), min(configuration.windowSize, 1 << 20))
+        let plan = Locked(
+            SegmentPlan(
+                missing: position.missing(total: total), connections: connections, window: window,
+                minimumSegment: configuration.minimumSegmentSize))
+        let outcome = await withTaskGroup(of: SegmentsOutcome.self) { group -> SegmentsOutcome in
+            for connection in 0..<connections {
+                group.addTask {
+                    await self.runConnection(connection, job: job, plan: plan, metadata: metadata, window: window)
+                }
+            }
+            var first = SegmentsOutcome.finished
+            for await outcome in group {
+                guard case .finished = first else { continue }
+                switch outcome {
+                case .finished:
+                    continue
+                case .failed:
+                    // The other connections finish their windows (bytes in flight are not wasted), then the run
+                    // stops and its retry fetches only what is missing.
+                    plan.withLock { $0.stop() }
+                case .fallBack, .cancelled:
+                    group.cancelAll()
+                }
+                first = outcome
+            }
+            return first
+        }
+        if case .finished = outcome {
+            guard plan.withLock({ $0.isComplete }) else { return .failed(.cancelled(url)) }
+            position.resume(at: total)
+            position.written = nil
+        }
+        return outcome
+    }
+
+    /// One connection's loop: the next window of the plan, until none is left for it.
+    private func runConnection(
+        _ connection: Int, job: TransferJob, plan: Locked<SegmentPlan>, metadata: ResourceMetadata, window: Int64
+    ) async -> SegmentsOutcome {
+        while true {
+            if Task.isCancelled { return .cancelled }
+            guard let range = plan.withLock({ $0.nextWindow(for: connection) }) else { return .finished }
+            for limiter in limiters {
+                do {
+                    try await limiter.wait(for: Int64(range.count))
+                } catch {
+                    return .cancelled
+                }
+            }
+            var request = makeRequest()
+            request.setValue("bytes=\(range.lowerBound)-\(range.upperBound - 1)", forHTTPHeaderField: "Range")
+            if let ifRange = metadata.validators.ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
+            let sink = SegmentSink(job: job, range: range, known: metadata, windowSize: configuration.windowSize)
+            let end = await bridge.perform(request, sink: sink)
+            switch end {
+            case .finished:
+                plan.withLock { $0.finished(connection) }
+                job.send(.checkpoint(metadata))
+                // Memory stays bounded per connection, as on one: the next window once the disk is past this one's
+                // middle.
+                await (sink.halfway ?? job.fence()).wait()
+                if let failure = job.failure { return .failed(failure) }
+            case .restartFromZero(let reason):
+                return .fallBack(reason: reason)
+            case .unsatisfiable:
+                return .fallBack(reason: "the server cannot serve bytes \(range.lowerBound)-\(range.upperBound - 1)")
+            case .failed(let error):
+                plan.withLock { $0.failed(connection, received: sink.received) }
+                return .failed(error)
+            case .cancelled:
+                plan.withLock { $0.failed(connection, received: sink.received) }
+                return .cancelled
+            }
+        }
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Several connections per file: real bytes over real sockets, with the server holding, refusing and changing
+/// segments.
+extension TransferTests {
+    func segmented(
+        _ path: String, connections: Int = 4, window: Int64 = 16 << 20, minimumSegment: Int64 = 256 << 10
+    ) -> Transfer {
+        var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
+        configuration.minimumSegmentSize = minimumSegment
+        return Transfer(
+            url: server.url(path), options: DownloadOptions(connections: connections), directory: directory,
+            bridge: bridge, configuration: configuration)
+    }
+
+    /// The ranges the GETs for `name` asked for, after the first request.
+    func segmentRanges(_ name: String) -> [Range<Int>] {
+        gets(name).dropFirst().compactMap { request -> Range<Int>? in
+            guard let range = request.range, let start = request.rangeStart,
+                let end = Int(range.split(separator: "-").last ?? "")
+            else { return nil }
+            return start..<(end + 1)
+        }
+    }
+
+    @Test("Four connections fetch four segments at once (the server holds each until all four have arrived)")
+    func fourSegmentsAtOnce() async throws {
+        let size = 4 << 20
+        let path = "/bytes/four?size=\(size)&gate=four&gateSize=4&gateFrom=16384"
+        let result = try await segmented(path).run()
+        #expect(result.md5 == TestContent(name: "four", size: size).md5)
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "four", size: size).md5)
+        let requests = gets("four")
+        #expect(requests.first?.range == "bytes=0-16383")
+        #expect(requests.dropFirst().allSatisfy { $0.value(forHeader: "If-Range") != nil })
+        // Disjoint segments that cover the rest exactly once.
+        let ranges = segmentRanges("four").sorted { $0.lowerBound < $1.lowerBound }
+        #expect(ranges.count == 4)
+        #expect(ranges.first?.lowerBound == 16_384 && ranges.last?.upperBound == size)
+        #expect(zip(ranges, ranges.dropFirst()).allSatisfy { $0.upperBound == $1.lowerBound })
+        #expect(server.statistics.peakActiveRequests >= 4)
+        #expect(temporary.files() == ["completed/\(result.fileURL.lastPathComponent)"])
+    }
+
+    @Test("One connection is the default: no segments")
+    func oneConnectionByDefault() async throws {
+        let result = try await transfer("/bytes/single?size=3000000").run()
+        #expect(result.md5 == TestContent(name: "single", size: 3_000_000).md5)
+        #expect(gets("single").count == 2)
+    }
+
+    @Test("A segment answered with 200 (Range ignored) restarts the file on one connection: never a spliced file")
+    func segmentAnswered200() async throws {
+        let size = 3 << 20
+        let result = try await segmented("/bytes/seg200?size=\(size)&norangeFrom=16384").run()
+        #expect(result.md5 == TestContent(name: "seg200", size: size).md5)
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "seg200", size: size).md5)
+        // After the fallback, the file was fetched again from byte 0.
+        #expect(gets("seg200").dropFirst().contains { $0.rangeStart == 0 || $0.range == nil })
+    }
+
+    @Test("A validator that changes between segments restarts the file; the result is one whole version")
+    func validatorChangesMidway() async throws {
+        let size = 3 << 20
+        // A new version every 3 GETs: the first request and one segment see version 0, the next segments version 1
+        // (their If-Range fails: 200).
+        let result = try await segmented("/bytes/segchange?size=\(size)&change=3", window: 16 << 20).run()
+        let versions = (0...20).map { TestContent(name: "segchange", size: size, version: $0).md5 }
+        #expect(result.md5.map(versions.contains) == true)
+        #expect(try versions.contains(md5OfFile(result.fileURL)))
+    }
+
+    @Test("A dropped segment fails the run; the next run fetches only what is missing")
+    func droppedSegmentResumes() async throws {
+        let size = 4 << 20
+        let path = "/bytes/segdrop?size=\(size)&dropAt=\(3 << 20)"
+        let first = await runTransfer(segmented(path))
+        guard case .failure(let error) = first else {
+            Issue.record("the dropped segment should fail the run")
+            return
+        }
+        #expect(error.isTransient)
+        let state = try #require(
+            PartialState.load(from: directory.stateFile(for: server.url(path)), for: server.url(path)))
+        #expect(state.segments != nil)
+        let result = try await segmented(path).run()
+        #expect(result.md5 == TestContent(name: "segdrop", size: size).md5)
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "segdrop", size: size).md5)
+        #expect(result.resumedBytes > 0)
+        #expect(server.statistics.bodyBytesSent <= Int64(Double(size) * 1.05), "bytes served for the whole file")
+    }
+}
