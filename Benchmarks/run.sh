@@ -52,6 +52,7 @@ log "generating files in $WORK/www"
 mkdir -p "$WORK/www/small" "$WORK/logs"
 head -c $((1 << 30)) /dev/urandom > "$WORK/www/1g.bin"
 head -c $((100 << 20)) /dev/urandom > "$WORK/www/100m.bin"
+head -c $((64 << 20)) /dev/urandom > "$WORK/www/64m.bin"
 head -c $((2 << 20)) /dev/urandom > "$WORK/www/2m.bin"
 python3 - "$WORK/www/small" <<'PY'
 import os, sys
@@ -62,9 +63,11 @@ PY
 chmod -R a+rX "$WORK/www"
 MD5_1G=$(md5sum "$WORK/www/1g.bin" | cut -d' ' -f1)
 MD5_100M=$(md5sum "$WORK/www/100m.bin" | cut -d' ' -f1)
+MD5_64M=$(md5sum "$WORK/www/64m.bin" | cut -d' ' -f1)
 (cd "$WORK/www/small" && md5sum f*.bin) > "$WORK/small.md5"
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PORT2=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat > "$WORK/nginx.conf" <<NGINX
 worker_processes 2;
 daemon off;
@@ -88,12 +91,21 @@ http {
         location /slow/ { alias $WORK/www/; limit_rate 200m; }
         location /trickle/ { alias $WORK/www/; limit_rate 200k; }
     }
+    # A server that caps each connection (each request) at 4 MiB/s. Small send buffers and sendfile chunks make the
+    # cap hold from a response's first byte: with loopback's autotuned buffers nginx hands a whole 2 MiB range to
+    # the kernel before its limit starts, and Range windows would escape the cap.
+    server {
+        listen 127.0.0.1:$PORT2 sndbuf=64k;
+        sendfile_max_chunk 64k;
+        location /capped/ { alias $WORK/www/; limit_rate 4m; }
+    }
 }
 NGINX
 nginx -c "$WORK/nginx.conf" -p "$WORK" &
 NGINX_PID=$!
 for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$PORT/100m.bin" -r 0-0 && break; sleep 0.1; done
 BASE="http://127.0.0.1:$PORT"
+CAPPED="http://127.0.0.1:$PORT2/capped"
 cat "$WORK/www/1g.bin" "$WORK/www/100m.bin" > /dev/null  # warm the page cache
 RESULTS="$WORK/results.tsv"
 : > "$RESULTS"
@@ -123,6 +135,7 @@ fresh() { rm -rf "$WORK/out"; mkdir -p "$WORK/out"; }
 log "1 GiB: dl, curl, wget, aria2c -x1, aria2c -x4 -s4, AsyncHTTPClient, naive URLSession, URLSession floors ($RUNS runs each)"
 for ((run = 1; run <= RUNS; run++)); do
     fresh; measure 1g dl "$WORK/out/1g.bin" "$MD5_1G" -- "$DL" --quiet --dir "$WORK/out" "$BASE/1g.bin"
+    fresh; measure 1g "dl -x4" "$WORK/out/1g.bin" "$MD5_1G" -- "$DL" --quiet -x4 --dir "$WORK/out" "$BASE/1g.bin"
     fresh; measure 1g curl "$WORK/out/1g.bin" "$MD5_1G" -- curl -sf -o "$WORK/out/1g.bin" "$BASE/1g.bin"
     fresh; measure 1g wget "$WORK/out/1g.bin" "$MD5_1G" -- wget -q -O "$WORK/out/1g.bin" "$BASE/1g.bin"
     fresh; measure 1g "aria2c -x1" "$WORK/out/1g.bin" "$MD5_1G" -- aria2c -q -x1 --file-allocation=none \
@@ -162,6 +175,36 @@ for ((run = 1; run <= SLOW_RUNS; run++)); do
     measure slowcpu "URLSession, primed connection" "" "" -- "$BIN/urlsession-floor" "$BASE/trickle/2m.bin" discard --primed
     [[ $(cut -d' ' -f1 "$WORK/stdout.txt") == $((2 << 20)) ]] || sed -i '$ s/\tok$/\tWRONG/' "$RESULTS"
 done
+
+# --- 1c. several connections per file: a server that caps each connection ------------------------------------------
+SEG_RUNS=${SEG_RUNS:-3}
+log "64 MiB at 4 MiB/s per connection (nginx limit_rate): dl -x1, dl -x4, aria2c -x4 -s4 ($SEG_RUNS runs each)"
+for ((run = 1; run <= SEG_RUNS; run++)); do
+    fresh; measure capped "dl -x1" "$WORK/out/64m.bin" "$MD5_64M" -- "$DL" --quiet --dir "$WORK/out" "$CAPPED/64m.bin"
+    fresh; measure capped "dl -x4" "$WORK/out/64m.bin" "$MD5_64M" -- "$DL" --quiet -x4 --dir "$WORK/out" "$CAPPED/64m.bin"
+    fresh; measure capped "aria2c -x4 -s4" "$WORK/out/64m.bin" "$MD5_64M" -- aria2c -q -x4 -s4 --file-allocation=none \
+        --allow-overwrite=true -d "$WORK/out" -o 64m.bin "$CAPPED/64m.bin"
+    fresh; measure capped "aria2c -x4 -s4 -k1M" "$WORK/out/64m.bin" "$MD5_64M" -- aria2c -q -x4 -s4 -k1M \
+        --file-allocation=none --allow-overwrite=true -d "$WORK/out" -o 64m.bin "$CAPPED/64m.bin"
+done
+log "dl -x4 killed with SIGKILL at 50 % of the capped 64 MiB, then run again"
+fresh
+: > "$WORK/logs/access.log"
+"$DL" --quiet -x4 --dir "$WORK/out" "$CAPPED/64m.bin" > /dev/null 2>&1 &
+DL_PID=$!
+while :; do
+    # The partial file has holes while segments arrive: its allocated bytes are what was written.
+    partial=$(find "$WORK/out/.dl/partial" -name '*.part' -exec du -B1 {} + 2>/dev/null | cut -f1 | head -1 || true)
+    [[ -n "$partial" && "$partial" -ge $((32 << 20)) ]] && break
+    kill -0 "$DL_PID" 2>/dev/null || break
+    sleep 0.02
+done
+kill -9 "$DL_PID" 2>/dev/null || true
+wait "$DL_PID" 2>/dev/null || true
+"$DL" --quiet -x4 --dir "$WORK/out" "$CAPPED/64m.bin" > /dev/null
+seg_ok=$([[ $(md5sum "$WORK/out/64m.bin" | cut -d' ' -f1) == "$MD5_64M" ]] && echo ok || echo WRONG)
+seg_served=$(awk '$2 == "/capped/64m.bin" { sum += $4 } END { print sum + 0 }' "$WORK/logs/access.log")
+printf 'killseg\tdl -x4\t%s\t%s\t0\t%s\n' "$seg_served" "${partial:-0}" "$seg_ok" >> "$RESULTS"
 
 # --- 2. peak RSS at 100 MiB ------------------------------------------------------------------------------------
 log "100 MiB: dl and curl ($RUNS runs each)"
@@ -242,12 +285,16 @@ from collections import defaultdict
 path, runs, date, cores, swift, tools = sys.argv[1:7]
 rows = defaultdict(list)
 kill = None
+killseg = None
 queue = []
 state = []
 for line in open(path):
     w, c, *rest = line.rstrip("\n").split("\t")
     if w == "kill":
         kill = rest
+        continue
+    if w == "killseg":
+        killseg = rest
         continue
     if w == "queue":
         queue.append([float(x) for x in rest[:3]])
@@ -295,7 +342,9 @@ p("## Commands\n")
 p("Each run starts from an empty output directory `OUT`; `BASE` is nginx's address.\n")
 p("```")
 for line in [
-    "dl --quiet --dir OUT BASE/1g.bin                      # and --no-md5; BASE/100m.bin",
+    "dl --quiet --dir OUT BASE/1g.bin                      # and --no-md5, -x4; BASE/100m.bin",
+    "dl --quiet [-x4] --dir OUT BASE/capped/64m.bin        # nginx limit_rate 4m (per request)",
+    "aria2c -q -x4 -s4 [-k1M] --file-allocation=none --allow-overwrite=true -d OUT -o 64m.bin BASE/capped/64m.bin",
     "curl -sf -o OUT/1g.bin BASE/1g.bin",
     "wget -q -O OUT/1g.bin BASE/1g.bin",
     "aria2c -q -x1 --file-allocation=none --allow-overwrite=true -d OUT -o 1g.bin BASE/1g.bin",
@@ -319,7 +368,7 @@ for line in [
     p(line)
 p("```\n")
 p("## One 1 GiB file\n")
-p(table("1g", "curl", ["dl", "curl", "wget", "aria2c -x1", "aria2c -x4 -s4", "AsyncHTTPClient", "naive URLSession"]))
+p(table("1g", "curl", ["dl", "dl -x4", "curl", "wget", "aria2c -x1", "aria2c -x4 -s4", "AsyncHTTPClient", "naive URLSession"]))
 dl, curl = g("1g", "dl"), g("1g", "curl")
 p("")
 p(f"- `dl` wall ≤ 1.3 × curl: {dl['wall'] / curl['wall']:.2f} × — {verdict(dl['wall'] <= 1.3 * curl['wall'])}.")
@@ -355,6 +404,27 @@ if floor:
         s = g("floor", c)
         p(f"| {c} | {s['wall']:.2f} | {s['min']:.2f}–{s['max']:.2f} | {s['wall'] / ref:.2f} | {s['cpu']:.2f} | {s['rss']:.0f} |")
     p(f"| dl (writes and verifies) | {dl['wall']:.2f} | {dl['min']:.2f}–{dl['max']:.2f} | {dl['wall'] / ref:.2f} | {dl['cpu']:.2f} | {dl['rss']:.0f} |")
+
+if ("capped", "dl -x1") in rows:
+    p("\n## Several connections per file: 64 MiB, 4 MiB/s per connection\n")
+    p("nginx `limit_rate 4m`, which caps each request (each connection), as many mirrors and CDNs do.\n")
+    p(table("capped", "dl -x1", ["dl -x1", "dl -x4", "aria2c -x4 -s4", "aria2c -x4 -s4 -k1M"]))
+    p("\n(aria2c splits a file only into pieces of at least `--min-split-size`, 20 MiB by default: three segments of this")
+    p("file; `-k1M`, its smallest, lets it use all four.)\n")
+    x1, x4, a4 = g("capped", "dl -x1"), g("capped", "dl -x4"), g("capped", "aria2c -x4 -s4")
+    p("")
+    p(f"- `dl -x4` ≤ 0.3 × `dl -x1`: {x4['wall'] / x1['wall']:.2f} × — {verdict(x4['wall'] <= 0.3 * x1['wall'])}.")
+    p(f"- no slower than `aria2c -x4 -s4`: {x4['wall']:.2f} s vs {a4['wall']:.2f} s ({x4['wall'] / a4['wall']:.2f} ×) — "
+      f"{verdict(x4['wall'] <= a4['wall'])}.")
+    if ("1g", "dl -x4") in rows:
+        u4 = g("1g", "dl -x4")
+        p(f"- unthrottled 1 GiB (the first table): `dl -x4` within 10 % of `dl`: {u4['wall']:.2f} s vs {dl['wall']:.2f} s "
+          f"({u4['wall'] / dl['wall']:.2f} ×) — {verdict(u4['wall'] <= 1.10 * dl['wall'])}.")
+    if killseg:
+        served, killed_at, _, ok = killseg
+        ratio = int(served) / (64 << 20)
+        p(f"- `dl -x4` killed with SIGKILL at {int(killed_at) / (64 << 20):.0%} of the file, then run again: nginx served "
+          f"{int(served):,} body bytes, {ratio:.3f} × the file; final MD5 {ok} — ≤ 1.05 ×: {verdict(ratio <= 1.05 and ok == 'ok')}.")
 
 p("\n## Memory\n")
 small, big = g("100m", "dl"), g("1g", "dl")

@@ -55,7 +55,8 @@ public enum Snippets {
             options: DownloadOptions(
                 priority: 10,  // starts before waiting downloads of lower priority
                 destination: destination,  // this exact file, replaced only by a verified one
-                maximumBytesPerSecond: 2 << 20))  // 2 MiB/s on average
+                maximumBytesPerSecond: 2 << 20,  // 2 MiB/s on average
+                connections: 4))  // four connections at once when the server allows it
         await manager.setMaximumActiveDownloads(8)  // at run time
         await manager.forget(url)  // the file stays; the manager no longer knows the URL
         // README: end
