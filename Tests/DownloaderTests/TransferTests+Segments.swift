@@ -93,4 +93,18 @@ extension TransferTests {
         #expect(result.resumedBytes > 0)
         #expect(server.statistics.bodyBytesSent <= Int64(Double(size) * 1.05), "bytes served for the whole file")
     }
+
+    @Test("A file begun in segments and resumed with one connection fills its gaps at their offsets (never appends)")
+    func segmentsResumedWithOneConnection() async throws {
+        let size = 4 << 20
+        let path = "/bytes/segone?size=\(size)&dropAt=\(1 << 20)"
+        guard case .failure = await runTransfer(segmented(path)) else {
+            Issue.record("the dropped segment should fail the run")
+            return
+        }
+        let result = try await segmented(path, connections: 1).run()
+        #expect(result.md5 == TestContent(name: "segone", size: size).md5)
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "segone", size: size).md5)
+        #expect(server.statistics.bodyBytesSent == Int64(size), "no byte fetched twice")
+    }
 }

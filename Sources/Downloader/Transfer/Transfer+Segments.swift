@@ -30,10 +30,12 @@ extension Transfer {
     /// with a validator to send as `If-Range` on every segment, and at least two segments' worth of bytes left.
     func fetchesInSegments(_ position: TransferPosition, connections: Int) -> Bool {
         let metadata = position.metadata
+        // Bytes after a gap cannot be appended to: such a file goes on in segments (a response that shows another
+        // version, or Range ignored, then restarts it).
+        if position.written != nil { return metadata.totalLength != nil }
         guard let total = metadata.totalLength, metadata.rangesSupported, metadata.validators.ifRange != nil else {
             return false
         }
-        if position.written != nil { return true }
         return connections > 1 && position.offset > 0 && total - position.offset >= 2 * configuration.minimumSegmentSize
     }
 
@@ -45,7 +47,9 @@ extension Transfer {
         let metadata = position.metadata
         let total = metadata.totalLength ?? 0
         // Windows per connection are smaller, so that the memory all connections hold stays near one transfer's.
-        let window = max(configuration.windowSize / Int64(connections), min(configuration.windowSize, 1 << 20))
+        // Under a bandwidth limit, windows are as small as the limit's (see `BandwidthSchedule`).
+        let window = limiters.map(\.windowSize).reduce(
+            max(configuration.windowSize / Int64(connections), min(configuration.windowSize, 1 << 20)), min)
         let plan = Locked(
             SegmentPlan(
                 missing: position.missing(total: total), connections: connections, window: window,

@@ -134,6 +134,11 @@ final class Transfer: Sendable {
             if let total = metadata.totalLength, total != job.offset {
                 throw .invalidResponse(url, reason: "the file has \(job.offset) bytes, the server announced \(total)")
             }
+            // The digest covers the bytes as they arrived; the file must hold exactly those.
+            if let onDisk = FileManager.default.sizeOfItem(at: job.partialFile), onDisk != job.offset {
+                job.discardFiles()
+                throw .fileSystem(url, reason: "the partial file has \(onDisk) bytes where \(job.offset) were written")
+            }
             // The caller's expectation, else a checksum the server announced in the algorithm that was hashed.
             let target = expected ?? metadata.announced.first { $0.algorithm == computed?.algorithm }
             if let computed, let target, target != computed {

@@ -75,7 +75,11 @@ extension TransferJob {
 
     /// Hashes bytes `from..<to` (hash queue): first from `memory` (which starts at `from`), then from the file.
     func hashRange(from: Int64, to: Int64, memory: Data) {
-        guard failure == nil, from == hashedOffset else { return }
+        guard failure == nil else { return }
+        guard from == hashedOffset else {
+            fail(.fileSystem(url, reason: "internal: hashing from \(from), the hash covers \(hashedOffset) bytes"))
+            return
+        }
         let fromMemory = min(Int64(memory.count), to - from)
         if fromMemory > 0, hash != nil {
             memory.prefix(Int(fromMemory)).withUnsafeBytes { hash!.update(bufferPointer: $0) }
