@@ -44,6 +44,22 @@ struct SegmentPlanTests {
         #expect(plan.nextWindow(for: 1) == nil && plan.isComplete)
     }
 
+    @Test("With a segment size, connections take windows in file order")
+    func inOrder() {
+        var plan = SegmentPlan(missing: [10..<450], connections: 3, window: 100, minimumSegment: 400, segmentSize: 100)
+        #expect(plan.nextWindow(for: 0) == 10..<110)
+        #expect(plan.nextWindow(for: 1) == 110..<210)
+        #expect(plan.nextWindow(for: 2) == 210..<310)
+        plan.finished(1)
+        #expect(plan.nextWindow(for: 1) == 310..<410)
+        plan.finished(0)
+        #expect(plan.nextWindow(for: 0) == 410..<450)
+        plan.failed(2, received: 50)
+        #expect(plan.nextWindow(for: 2) == 260..<310, "what a failed window did not bring comes first")
+        for connection in 0..<3 { plan.finished(connection) }
+        #expect(plan.nextWindow(for: 0) == nil && plan.isComplete)
+    }
+
     @Test("A failed window gives back what did not arrive; any connection takes it")
     func failure() {
         var plan = SegmentPlan(missing: [0..<300], connections: 1, window: 100, minimumSegment: 300)
@@ -81,9 +97,11 @@ struct SegmentPlanTests {
                 missing.append(Int64(start)..<Int64(index))
             }
             let connections = Int.random(in: 1...6, using: &random)
+            let window = Int64.random(in: 1...400, using: &random)
             var plan = SegmentPlan(
-                missing: missing, connections: connections, window: Int64.random(in: 1...400, using: &random),
-                minimumSegment: Int64.random(in: 1...500, using: &random))
+                missing: missing, connections: connections, window: window,
+                minimumSegment: Int64.random(in: 1...500, using: &random),
+                segmentSize: Bool.random(using: &random) ? window : nil)
             var inFlight: [Int: Range<Int64>] = [:]
             var steps = 0
             while !plan.isComplete && steps < 100_000 {

@@ -1,10 +1,12 @@
 /// Which bytes of a file each connection of a segmented download fetches next: a value whose `mutating` events
 /// return what a connection does, tested without sockets.
 ///
-/// The missing bytes are split into one segment per connection (at least `minimumSegment` bytes each). A connection
-/// asks for its segment one window at a time; one that runs out takes an unowned segment, else the second half of
-/// the largest part of another segment not yet asked for (aria2's split rule), so fast connections help slow ones
-/// and no byte is ever asked for twice while it is in flight. A window that fails goes back as an unowned segment.
+/// The missing bytes are split into segments: one per connection (at least `minimumSegment` bytes each), or, as a
+/// transfer uses it, segments of one window taken in file order (`segmentSize`), so that bytes arrive nearly in order
+/// and the digest keeps up with them. A connection asks for its segment one window at a time; one that runs out
+/// takes the next unowned segment, else the second half of the largest part of another segment not yet asked for
+/// (aria2's split rule), so fast connections help slow ones and no byte is ever asked for twice while it is in
+/// flight. A window that fails goes back as an unowned segment.
 struct SegmentPlan: Sendable, Equatable {
     /// A part of the file nobody has asked for yet: `next..<end`, reserved for `owner` when it has one.
     struct Segment: Sendable, Equatable {
@@ -31,7 +33,11 @@ struct SegmentPlan: Sendable, Equatable {
     ///   - connections: how many connections fetch at once.
     ///   - window: the longest request.
     ///   - minimumSegment: the smallest segment (and the smallest part a steal leaves).
-    init(missing: [Range<Int64>], connections: Int, window: Int64, minimumSegment: Int64) {
+    ///   - segmentSize: cut the missing bytes into segments of this size, taken in file order, instead of one
+    ///     segment per connection.
+    init(
+        missing: [Range<Int64>], connections: Int, window: Int64, minimumSegment: Int64, segmentSize: Int64? = nil
+    ) {
         self.window = max(1, window)
         self.minimumSegment = max(1, minimumSegment)
         let total = missing.reduce(0) { $0 + Int64($1.count) }
@@ -40,8 +46,13 @@ struct SegmentPlan: Sendable, Equatable {
         for range in missing where !range.isEmpty {
             var start = range.lowerBound
             while start < range.upperBound {
-                // A tail shorter than a segment joins the one before it.
-                let end = range.upperBound - start < size + self.minimumSegment ? range.upperBound : start + size
+                let end: Int64
+                if let segmentSize {
+                    end = min(range.upperBound, start + max(1, segmentSize))
+                } else {
+                    // A tail shorter than a segment joins the one before it.
+                    end = range.upperBound - start < size + self.minimumSegment ? range.upperBound : start + size
+                }
                 segments.append(Segment(next: start, end: end, owner: nil))
                 start = end
             }
