@@ -33,28 +33,38 @@ final class DLSegmentTests: Sendable {
         #expect(server.statistics.peakActiveRequests >= 4)
     }
 
-    @Test("dl -x 4 killed at half: the rerun fetches exactly what the saved state does not list, and verifies")
-    func killAtHalfAndResume() async throws {
+    /// The bytes the saved state of the one download in `dir` lists: the hashed ones and the segments after them.
+    func listedBytes() -> Int? {
+        let partial = dir.appendingPathComponent(".dl/partial")
+        guard
+            let name = try? FileManager.default.contentsOfDirectory(atPath: partial.path).first(where: {
+                $0.hasSuffix(".state")
+            }),
+            let data = try? Data(contentsOf: partial.appendingPathComponent(name)),
+            let state = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let hashed = state["hashedLength"] as? Int
+        else { return nil }
+        let segments = state["segments"] as? [[Int]] ?? []
+        return hashed + segments.reduce(0) { $0 + $1[1] - $1[0] }
+    }
+
+    @Test("dl -x 4 killed mid-way: the rerun fetches exactly what the saved state does not list, and verifies")
+    func killMidwayAndResume() async throws {
         let size = 48 << 20
-        // 8 MiB/s per connection: four connections take about a second and a half, and little waits in socket
-        // buffers. A saved state lists the bytes written after the watermark every MiB.
-        let url = server.url("/bytes/xkill?size=\(size)&rate=\(8 << 20)").absoluteString
+        // 4 MiB/s per connection: four connections take about three seconds.
+        let url = server.url("/bytes/xkill?size=\(size)&rate=\(4 << 20)").absoluteString
         let process = try DLProcess(["--dir", dir.path, "--quiet", "-x", "4", url], in: work)
-        #expect(await process.send(SIGKILL, when: server) { $0.bodyBytesSent >= Int64(size / 2) })
+        // Killed once the saved state lists a quarter of the file (a deadline, not a delay).
+        let deadline = ContinuousClock.now + .seconds(60)
+        while (listedBytes() ?? 0) < size / 4 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        process.send(SIGKILL)
         let killed = await process.wait()
         #expect(killed.status == 128 + SIGKILL)
         #expect(server.statistics.peakActiveRequests >= 2, "segments were in use when killed")
-        // What the saved state lists survives: the hashed bytes and the segments written after them.
-        let partial = dir.appendingPathComponent(".dl/partial")
-        let stateFile = try #require(
-            try FileManager.default.contentsOfDirectory(atPath: partial.path).first { $0.hasSuffix(".state") })
-        let state = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: partial.appendingPathComponent(stateFile)))
-                as? [String: Any])
-        let hashed = try #require(state["hashedLength"] as? Int)
-        let segments = try #require(state["segments"] as? [[Int]])
-        let listed = hashed + segments.reduce(0) { $0 + $1[1] - $1[0] }
-        #expect(listed >= size / 4, "a quarter of the file at least was saved before the kill")
+        let listed = try #require(listedBytes())
+        #expect(listed >= size / 4 && listed < size)
         let before = server.statistics.bodyBytesSent
         let rerun = try await DLProcess.run(["--dir", dir.path, "--quiet", "-x", "4", url], in: work)
         #expect(rerun.status == 0, "\(rerun.stderr)")
