@@ -46,7 +46,6 @@ extension Transfer {
     ) async -> SegmentsOutcome {
         let metadata = position.metadata
         let total = metadata.totalLength ?? 0
-        // Windows per connection are smaller, so that the memory all connections hold stays near one transfer's.
         let missing = position.missing(total: total)
         let remaining = missing.reduce(0) { $0 + Int64($1.count) }
         // Windows per connection are smaller than one transfer's, so that the memory all connections hold stays
@@ -65,7 +64,7 @@ extension Transfer {
         let outcome = await withTaskGroup(of: SegmentsOutcome.self) { group -> SegmentsOutcome in
             for connection in 0..<connections {
                 group.addTask {
-                    await self.runConnection(connection, job: job, plan: plan, metadata: metadata, window: windowSize)
+                    await self.runConnection(connection, job: job, plan: plan, metadata: metadata)
                 }
             }
             var first = SegmentsOutcome.finished
@@ -95,7 +94,7 @@ extension Transfer {
 
     /// One connection's loop: the next window of the plan, until none is left for it.
     private func runConnection(
-        _ connection: Int, job: TransferJob, plan: Locked<SegmentPlan>, metadata: ResourceMetadata, window: Int64
+        _ connection: Int, job: TransferJob, plan: Locked<SegmentPlan>, metadata: ResourceMetadata
     ) async -> SegmentsOutcome {
         while true {
             if Task.isCancelled { return .cancelled }

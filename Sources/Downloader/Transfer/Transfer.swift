@@ -27,8 +27,8 @@ struct TransferResult: Sendable {
 /// Takes one URL to one complete, verified file, surviving interruptions without ever producing a wrong byte.
 ///
 /// The flow is one way: probe (HEAD, only when resuming) → restore the partial file and its saved hash → fetch the
-/// rest in sequential Range windows (each validated, written and hashed as it arrives) → verify the MD5 → move into
-/// the completed area.
+/// rest in Range windows, one after another or over several connections (each validated, then written and hashed by
+/// the job's disk stages) → verify the digest → move into the completed area.
 /// A run that stops early (error, cancellation) leaves the partial file and its saved state consistent, so the next
 /// run resumes by Range. Scheduling, retries and persistence of receipts belong to the manager.
 final class Transfer: Sendable {
