@@ -16,15 +16,9 @@ extension TransferJob {
                 writer = nil
                 positional = try PositionalWriter(fileURL: partialFile, downloadURL: url)
             }
-            let failure = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DownloadError? in
-                do throws(DownloadError) {
-                    try positional!.write(buffer, at: start, downloadURL: url)
-                    return nil
-                } catch {
-                    return error
-                }
+            try Self.withBytes(of: data) { (buffer) throws(DownloadError) in
+                try positional!.write(buffer, at: start, downloadURL: url)
             }
-            if let failure { throw failure }
         } catch {
             fail(error)
             return

@@ -216,15 +216,8 @@ final class TransferJob: @unchecked Sendable {
         guard failure == nil else { return false }  // dropped: the request is failing
         do throws(DownloadError) {
             try openWriter()
-            let failure = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DownloadError? in
-                do throws(DownloadError) {
-                    try writer!.write(buffer, downloadURL: url)
-                    return nil
-                } catch {
-                    return error
-                }
+            try Self.withBytes(of: data) { (buffer) throws(DownloadError) in try writer!.write(buffer, downloadURL: url)
             }
-            if let failure { throw failure }
         } catch {
             fail(error)
             return false
@@ -232,6 +225,21 @@ final class TransferJob: @unchecked Sendable {
         offset += Int64(data.count)
         receivedThisRun += Int64(data.count)
         return true
+    }
+
+    /// Runs `body` on the bytes of `data`, keeping the typed error (`withUnsafeBytes` rethrows untyped).
+    static func withBytes(
+        of data: Data, _ body: (UnsafeRawBufferPointer) throws(DownloadError) -> Void
+    ) throws(DownloadError) {
+        let failure = data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) -> DownloadError? in
+            do throws(DownloadError) {
+                try body(buffer)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let failure { throw failure }
     }
 
     /// Hands written bytes to the hasher (disk queue).
