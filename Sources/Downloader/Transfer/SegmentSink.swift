@@ -71,9 +71,7 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
         if let failure = job.failure { return .failed(failure) }
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
         if let error, !gotEverything {
-            return .failed(
-                .connectionFailed(
-                    job.url, reason: TransportError.describe(error), underlying: SavedError(description: "\(error)")))
+            return .failed(TransportError.failure(error, url: job.url))
         }
         if !gotEverything {
             return .failed(

@@ -93,10 +93,6 @@ final class TransferJob: @unchecked Sendable {
         hash = expectation.map { StreamingHash($0.algorithm) } ?? (hashesByDefault ? StreamingHash(.md5) : nil)
     }
 
-    /// Whether bytes are hashed; without hashing the saved state claims no hashed bytes, so that a later hashed resume
-    /// re-hashes the file from byte 0.
-    var hashing: Bool { hash != nil }
-
     /// The first disk error, if any (any thread).
     var failure: DownloadError? { error.withLock { $0 } }
 
@@ -340,7 +336,8 @@ final class TransferJob: @unchecked Sendable {
     ///   - metadata: the resource's version.
     ///   - segments: the ranges written after the hashed bytes, for a file fetched in segments.
     func partialState(_ metadata: ResourceMetadata, segments: [Range<Int64>]?) -> PartialState {
-        // Without a hash the state claims no hashed bytes: the ranges written after byte 0 are then all it keeps.
+        // Without a hash the state claims no hashed bytes (a later hashed resume re-hashes the file from byte 0);
+        // for a file in segments, the ranges written from byte 0 are then all it keeps.
         var segments = segments
         if hash == nil, segments != nil, hashedOffset > 0 { segments = [0..<hashedOffset] + segments! }
         return PartialState(

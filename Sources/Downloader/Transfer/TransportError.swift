@@ -7,6 +7,15 @@ import Foundation
 /// Turns an error from URLSession into a sentence for `DownloadError.reason`, e.g.
 /// "the network connection was lost (URLError -1005)", instead of an `NSError` dump.
 enum TransportError {
+    /// The download error for a request that URLSession ended with `error`.
+    /// - Parameters:
+    ///   - error: URLSession's error.
+    ///   - url: the download's URL.
+    /// - Returns: `.connectionFailed` with a readable reason and the original error kept.
+    static func failure(_ error: any Error, url: URL) -> DownloadError {
+        .connectionFailed(url, reason: describe(error), underlying: SavedError(description: "\(error)"))
+    }
+
     static func describe(_ error: any Error) -> String {
         let error = error as NSError
         var parts: [String] = []

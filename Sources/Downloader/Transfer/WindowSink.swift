@@ -122,9 +122,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         // the body) changes nothing.
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
         if let error, !gotEverything {
-            return .failed(
-                .connectionFailed(
-                    job.url, reason: TransportError.describe(error), underlying: SavedError(description: "\(error)")))
+            return .failed(TransportError.failure(error, url: job.url))
         }
         if let expectedBodyLength, received < expectedBodyLength {
             return .failed(
@@ -156,9 +154,7 @@ final class ProbeSink: TransferSink, Sendable {
 
     func complete(error: (any Error)?) -> RequestEnd {
         if let error {
-            return .failed(
-                .connectionFailed(
-                    url, reason: TransportError.describe(error), underlying: SavedError(description: "\(error)")))
+            return .failed(TransportError.failure(error, url: url))
         }
         return .finished
     }
