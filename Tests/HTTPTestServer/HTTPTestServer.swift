@@ -265,7 +265,7 @@ public final class HTTPTestServer: Sendable {
                         return state.counters[key, default: ResourceCounters()].aborts
                     }
                 })
-            let keepOpen = write(response, to: fd) && head.keepAlive && !response.closeAfter
+            let keepOpen = write(response, to: fd) && head.keepAlive && !response.closeAfter && !response.omitLength
             update { $0.statistics.activeRequests -= 1 }
             if !keepOpen || isStopping { return }
         }
@@ -366,7 +366,9 @@ public final class HTTPTestServer: Sendable {
                 if due > now { guard pause(seconds: Double(due - now) / 1e9, watching: fd) else { return false } }
             }
         }
-        if response.dropAfter != nil || (response.announcedLength ?? total) != total { return false }
+        if response.dropAfter != nil || response.omitLength || (response.announcedLength ?? total) != total {
+            return false
+        }
         return true
     }
 

@@ -23,6 +23,8 @@ struct Response {
     var omitBody = false
     /// `Content-Length` to announce instead of the body's real length (a short body).
     var announcedLength: Int?
+    /// Send no `Content-Length`: the body ends when the connection closes (HTTP/1.1 close-delimited).
+    var omitLength = false
     /// Close the connection after this many body bytes.
     var dropAfter: Int?
     /// Body bytes per second; `nil` for as fast as possible.
@@ -80,8 +82,8 @@ struct Response {
     func head() -> [UInt8] {
         var text = "HTTP/1.1 \(status) \(Response.reason(for: status))\r\n"
         for (name, value) in headers { text += "\(name)\(headerSeparator)\(value)\r\n" }
-        text += "Content-Length\(headerSeparator)\(announcedLength ?? body.count)\r\n"
-        if closeAfter { text += "Connection\(headerSeparator)close\r\n" }
+        if !omitLength { text += "Content-Length\(headerSeparator)\(announcedLength ?? body.count)\r\n" }
+        if closeAfter || omitLength { text += "Connection\(headerSeparator)close\r\n" }
         text += "\r\n"
         return Array(text.utf8)
     }

@@ -150,7 +150,8 @@ enum Router {
         }
         let size = max(0, int("size") ?? 1024)
         // Changing content: the version goes up every `change` GET requests; HEAD shows what the next GET serves.
-        let version = int("change").map { $0 > 0 ? counters.gets / $0 : 0 } ?? 0
+        var version = int("change").map { $0 > 0 ? counters.gets / $0 : 0 } ?? 0
+        if let at = int("changeAt"), counters.gets >= at { version += 1 }  // one change, from the N+1th GET on
         let content = TestContent(name: name, size: size, version: version)
         let honoursRange = options["norange"] == nil
 
@@ -219,6 +220,8 @@ enum Router {
             response.announcedLength = response.body.count + extra
             response.closeAfter = true
         }
+        // length=none: no Content-Length; the body ends when the connection closes.
+        if options["length"] == "none" { response.omitLength = true }
         if isGet, let drop = int("drop"), counters.gets < (int("dropCount") ?? 1) {
             response.dropAfter = drop
         }
