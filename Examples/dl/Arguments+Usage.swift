@@ -54,7 +54,11 @@ extension Arguments {
           -q, --quiet                no progress or messages (errors are still reported)
               --list                 print the downloads known in DIR and exit
 
-        Exit status: 0 all verified, 1 any failed (or another dl is using DIR), 2 usage error, 130 interrupted
-        (Ctrl-C), 143 terminated.
+        Signals and pipes: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) suspend every download and
+        save its state; a second signal exits at once. A closed stdout (dl ... | head) is reported once on stderr
+        and the downloads go on to the end; names and server text on stderr show control characters escaped.
+
+        Exit status: 0 all verified, 1 any failed (or another dl is using DIR, or DIR/.dl is a symbolic link),
+        2 usage error, 130 interrupted (SIGINT), 143 terminated (SIGTERM), 129 hung up (SIGHUP).
         """
 }

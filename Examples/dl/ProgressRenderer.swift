@@ -25,7 +25,9 @@ final class ProgressRenderer: @unchecked Sendable {
     private let mode: Mode
     private let width: () -> Int
     private let writeError: (String) -> Void
-    private let writeOutput: (String) -> Void
+    private let writeOutput: (String) -> Bool
+    /// Set once stdout turned out closed: paths are no longer printed, downloads go on.
+    private var outputClosed = false
     private let now: () -> Date
     private let lock = NSLock()
     private var lines: [URL: Line] = [:]
@@ -42,12 +44,12 @@ final class ProgressRenderer: @unchecked Sendable {
     ///   - mode: terminal bars, plain lines, or quiet.
     ///   - width: the terminal's columns, asked at every redraw.
     ///   - writeError: where progress and messages go (stderr).
-    ///   - writeOutput: where result paths go (stdout).
+    ///   - writeOutput: where result paths go (stdout); `false` when it is closed.
     ///   - now: the clock.
     init(
         mode: Mode, width: @escaping () -> Int = Screen.terminalWidth,
-        writeError: @escaping (String) -> Void = { FileHandle.standardError.write(Data($0.utf8)) },
-        writeOutput: @escaping (String) -> Void = { FileHandle.standardOutput.write(Data($0.utf8)) },
+        writeError: @escaping (String) -> Void = { Console.error($0) },
+        writeOutput: @escaping (String) -> Bool = { Console.output($0) },
         now: @escaping () -> Date = Date.init
     ) {
         self.mode = mode
@@ -113,6 +115,9 @@ final class ProgressRenderer: @unchecked Sendable {
             message(
                 "dl: \(Screen.displayName(url)): \(why); retry \(attempt) in \(String(format: "%.1f", delay)) s")
             redraw(force: true)
+        case .warning(let url, let reason):
+            message("dl: warning: \(Screen.displayName(url)): \(reason)", important: true)
+            redraw(force: true)
         case .removed, .receiptsSaved:
             break
         case .receiptsSaveFailed(let error):
@@ -122,12 +127,18 @@ final class ProgressRenderer: @unchecked Sendable {
         }
     }
 
-    /// Prints a line on stdout (a completed file's path), keeping the bars intact.
+    /// Prints a line on stdout (a completed file's path, exact), keeping the bars intact. When stdout is closed (the
+    /// reader of a pipe left), says so once on stderr; the downloads go on.
     func printResult(_ text: String) {
-        locked {
-            $0.clearBars()
-            $0.writeOutput(text + "\n")
-            $0.redraw(force: true)
+        locked { renderer in
+            guard !renderer.outputClosed else { return }
+            renderer.clearBars()
+            if !renderer.writeOutput(text + "\n") {
+                renderer.outputClosed = true
+                renderer.message(
+                    "dl: stdout is closed: downloads go on, their paths are no longer printed", important: true)
+            }
+            renderer.redraw(force: true)
         }
     }
 
@@ -149,7 +160,7 @@ final class ProgressRenderer: @unchecked Sendable {
             } else if renderer.mode == .plain {
                 for url in renderer.order {
                     guard let line = renderer.lines[url] else { continue }
-                    renderer.writeError("dl: \(line.name): \(Screen.summary(line.receipt))\n")
+                    renderer.writeError(Screen.safe("dl: \(line.name): \(Screen.summary(line.receipt))") + "\n")
                 }
             }
             renderer.lines.removeAll()
@@ -174,11 +185,12 @@ final class ProgressRenderer: @unchecked Sendable {
 
     // MARK: - Drawing (lock held)
 
-    /// A line on stderr between the bars and the rest of the output.
+    /// A line on stderr between the bars and the rest of the output; control characters in it are escaped
+    /// (`Screen.safe`): its names, URLs and reasons come from outside.
     private func message(_ text: String, important: Bool = false) {
         guard mode != .quiet || important else { return }
         clearBars()
-        writeError(text + "\n")
+        writeError(Screen.safe(text) + "\n")
     }
 
     private func redraw(force: Bool) {

@@ -114,9 +114,39 @@ enum Screen {
         return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
     }
 
-    /// The name shown for a URL: its last path component, else its host.
+    /// The name shown for a URL: its last path component, else its host, with control characters escaped.
     static func displayName(_ url: URL) -> String {
         let last = url.lastPathComponent
-        return last.isEmpty || last == "/" ? (url.host ?? url.absoluteString) : (last.removingPercentEncoding ?? last)
+        return safe(
+            last.isEmpty || last == "/" ? (url.host ?? url.absoluteString) : (last.removingPercentEncoding ?? last))
+    }
+
+    /// Text from outside (a server's name or header, a URL, a path) as it may be shown on a terminal: control
+    /// characters — C0 and C1 controls, DEL, and the bidirectional overrides and isolates that reorder what follows —
+    /// are written as escapes (`\n`, `\x1B`, `\u{202E}`), so no server can move the cursor, recolour or rewrite the
+    /// screen, or break a line a script reads. Paths printed on stdout are not passed through it: they stay exact.
+    static func safe(_ text: String) -> String {
+        guard text.unicodeScalars.contains(where: isControl) else { return text }
+        var result = ""
+        for scalar in text.unicodeScalars {
+            guard isControl(scalar) else {
+                result.unicodeScalars.append(scalar)
+                continue
+            }
+            switch scalar {
+            case "\n": result += "\\n"
+            case "\r": result += "\\r"
+            case "\t": result += "\\t"
+            case _ where scalar.value < 0x100: result += String(format: "\\x%02X", scalar.value)
+            default: result += String(format: "\\u{%04X}", scalar.value)
+            }
+        }
+        return result
+    }
+
+    private static func isControl(_ scalar: Unicode.Scalar) -> Bool {
+        let value = scalar.value
+        return value < 0x20 || (0x7f...0x9f).contains(value) || (0x202a...0x202e).contains(value)
+            || (0x2066...0x2069).contains(value) || value == 0x200e || value == 0x200f || value == 0x061c
     }
 }

@@ -8,8 +8,9 @@ import Foundation
     import Darwin
 #endif
 
-/// Turns SIGINT and SIGTERM into a clean stop: every download is suspended and the receipts are saved before the
-/// process exits with 130 or 143, so the same command resumes later. A second signal exits immediately.
+/// Turns SIGINT, SIGTERM and SIGHUP (the terminal or ssh session closed) into a clean stop: every download is
+/// suspended and the receipts are saved before the process exits with 130, 143 or 129 (128 + the signal), so the same
+/// command resumes later. A second signal exits immediately.
 final class SignalHandler: @unchecked Sendable {
     private let manager: DownloadManager
     private let renderer: ProgressRenderer
@@ -32,7 +33,8 @@ final class SignalHandler: @unchecked Sendable {
     }
 
     func install() {
-        for (number, status) in [(SIGINT, Int32(130)), (SIGTERM, Int32(143))] {
+        for number in [SIGINT, SIGTERM, SIGHUP] {
+            let status = 128 + number
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { [self] in handle(status: status) }

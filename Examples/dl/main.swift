@@ -47,21 +47,20 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             manager = try DownloadManager(configuration: configuration)
         } catch let error as DownloadError where error == .directoryLocked && arguments.wait {
             if !arguments.quiet {
-                FileHandle.standardError.write(Data("dl: another dl is using \(directory.path); waiting for it\n".utf8))
+                Console.error("dl: another dl is using \(Screen.safe(directory.path)); waiting for it\n")
             }
             configuration.directoryLockTimeout = .infinity
             manager = try DownloadManager(configuration: configuration)
         }
     } catch let error as DownloadError where error == .directoryLocked {
-        FileHandle.standardError.write(Data("dl: another dl is using \(directory.path) (--wait waits for it)\n".utf8))
+        Console.error("dl: another dl is using \(Screen.safe(directory.path)) (--wait waits for it)\n")
         return 1
     } catch {
-        FileHandle.standardError.write(
-            Data("dl: \(directory.path): \((error as? DownloadError)?.reason ?? "\(error)")\n".utf8))
+        Console.error(Screen.safe("dl: \(directory.path): \((error as? DownloadError)?.reason ?? "\(error)")") + "\n")
         return 1
     }
     if let recovery = manager.receiptsRecoveryError, !arguments.quiet {
-        FileHandle.standardError.write(Data("dl: warning: \(recovery.reason)\n".utf8))
+        Console.error(Screen.safe("dl: warning: \(recovery.reason)") + "\n")
     }
 
     if arguments.list {
@@ -69,16 +68,18 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         for receipt in await manager.allReceipts {
             let total = receipt.totalBytesExpectedToWrite.map(String.init) ?? "?"
             let url = receipt.url.redactedAbsoluteString
-            listing += "\(receipt.state.rawValue)\t\(receipt.totalBytesWritten)/\(total)\t\(receipt.filename)\t\(url)\n"
+            listing += "\(receipt.state.rawValue)\t\(receipt.totalBytesWritten)/\(total)\t"
+            listing += "\(Screen.safe(receipt.filename))\t\(Screen.safe(url))\n"
         }
-        FileHandle.standardOutput.write(Data(listing.utf8))
+        Console.output(listing)
         await manager.shutdown()
         return 0
     }
 
     let renderer = ProgressRenderer(
         mode: arguments.quiet ? .quiet : (isatty(STDERR_FILENO) == 1 ? .terminal : .plain))
-    // Ctrl-C and SIGTERM: suspend everything, save the state, then exit 130 / 143. A second signal exits at once.
+    // Ctrl-C, SIGTERM and SIGHUP: suspend everything, save the state, then exit 130 / 143 / 129. A second signal exits
+    // at once.
     let signals = SignalHandler(manager: manager, renderer: renderer, directory: directory)
     signals.install()
     renderer.redrawOnResize()
@@ -147,20 +148,22 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     }
 #endif
 
+// A closed stdout (`dl … | head`) is an error to handle, not a signal that kills the downloads.
+Console.ignoreBrokenPipes()
 let arguments: Arguments
 do {
     arguments = try Arguments.parse(Array(CommandLine.arguments.dropFirst()))
 } catch {
-    FileHandle.standardError.write(
-        Data("dl: \(error.message)\nusage: dl [OPTION]... URL...  (dl --help lists every option)\n".utf8))
+    Console.error(
+        Screen.safe("dl: \(error.message)") + "\nusage: dl [OPTION]... URL...  (dl --help lists every option)\n")
     exit(2)
 }
 if arguments.help {
-    print(Arguments.usage)
+    Console.output(Arguments.usage + "\n")
     exit(0)
 }
 if arguments.showVersion {
-    print("dl \(Arguments.version) (Downloader: resumable, verified downloads; MD5, SHA-1, SHA-256)")
+    Console.output("dl \(Arguments.version) (Downloader: resumable, verified downloads; MD5, SHA-1, SHA-256)\n")
     exit(0)
 }
 let status = await runDownloads(arguments)

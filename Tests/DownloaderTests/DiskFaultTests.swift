@@ -21,24 +21,28 @@ final class DiskFaultTests: Sendable {
     }
 
     @Test(
-        "A full disk fails its download with a file-system error while the others complete verified",
-        .enabled(if: FileManager.default.fileExists(atPath: "/dev/full")))
+        "A full disk fails its download with a clear write error; the others are unaffected, and removing it frees the room",
+        .enabled(if: SmallDisk.isAvailable))
     func fullDisk() async throws {
-        let manager = try makeManager()
-        let full = server.url("/bytes/full?size=300000")
-        try FileManager.default.createSymbolicLink(
-            at: DownloadDirectory(root: temporary.url).partialFile(for: full),
-            withDestinationURL: URL(fileURLWithPath: "/dev/full"))
-        let fine = (0..<3).map { server.url("/bytes/fine\($0)?size=300000") }
-        await manager.enqueue(full)
-        for url in fine { await manager.enqueue(url) }
-        await #expect(throws: DownloadError.fileSystem) { try await manager.download(full) }
+        let disk = try SmallDisk(at: temporary.url.appendingPathComponent("full-disk"), size: "1m")
+        let root = disk.url
+        var configuration = DownloadManager.Configuration.forTests(directory: root)
+        configuration.retryLimit = 0
+        let manager = try DownloadManager(configuration: configuration)
+        let fine = (0..<3).map { server.url("/bytes/fine\($0)?size=100000") }
         for (index, url) in fine.enumerated() {
             let receipt = try await manager.download(url)
-            #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "fine\(index)", size: 300_000).md5)
+            #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "fine\(index)", size: 100_000).md5)
         }
+        let full = server.url("/bytes/full?size=3000000")
+        await #expect(throws: DownloadError.fileSystem) { try await manager.download(full) }
         let failed = try #require(await manager.receipt(for: full))
-        #expect(failed.state == .failed && failed.error?.reason.contains("writing") == true)
+        #expect(failed.state == .failed && failed.error?.reason.contains("writing") == true, "\(failed)")
+        await manager.remove(full)
+        await manager.waitUntilQuiet()
+        let after = try await manager.download(server.url("/bytes/after?size=100000"))
+        #expect(try md5OfFile(after.fileURL) == TestContent(name: "after", size: 100_000).md5)
+        await manager.shutdown()
     }
 
     @Test(
@@ -64,46 +68,18 @@ final class DiskFaultTests: Sendable {
         #expect(server.requests.filter { $0.method == "GET" }.count == gets, "the whole partial file was reused")
     }
 
-    /// Whether this machine lets the tests mount a tmpfs (root in a sandbox that allows it).
-    static let canMountTmpfs: Bool = {
-        let point = FileManager.default.temporaryDirectory.appendingPathComponent("mount-probe-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(at: point, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: point) }
-        guard run("/bin/mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", point.path) == 0 else { return false }
-        return run("/bin/umount", point.path) == 0
-    }()
-
-    @discardableResult
-    static func run(_ tool: String, _ arguments: String...) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
-    }
-
     @Test(
         "A full disk: the download fails clearly, saving the receipts fails and is reported; once there is room again the save is retried and everything completes",
-        .enabled(if: canMountTmpfs))
+        .enabled(if: SmallDisk.isAvailable))
     func fullDiskRecovers() async throws {
-        let root = temporary.url.appendingPathComponent("small-disk")
-        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
-        #expect(Self.run("/bin/mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", root.path) == 0)
-        defer { Self.run("/bin/umount", "-l", root.path) }
+        let disk = try SmallDisk(at: temporary.url.appendingPathComponent("small-disk"), size: "2m")
+        let root = disk.url
         var configuration = DownloadManager.Configuration.forTests(directory: root)
         configuration.retryLimit = 0
         let manager = try DownloadManager(configuration: configuration)
         let events = await manager.events()
-        // Fill the disk to the last byte.
+        try disk.fill()
         let filler = root.appendingPathComponent("filler")
-        _ = FileManager.default.createFile(atPath: filler.path, contents: nil)
-        let handle = try FileHandle(forWritingTo: filler)
-        let block = Data(count: 4096)
-        while (try? handle.write(contentsOf: block)) != nil {}
-        try? handle.close()
 
         let url = server.url("/bytes/nospace?size=300000")
         await #expect(throws: DownloadError.fileSystem) { try await manager.download(url) }
@@ -157,12 +133,17 @@ final class DiskFaultTests: Sendable {
 
     @Test(
         "Receipts that cannot be saved are reported (error and event) while downloads go on",
-        .enabled(if: FileManager.default.fileExists(atPath: "/dev/full")))
+        .enabled(if: SmallDisk.isAvailable))
     func receiptsNotSavable() async throws {
-        let state = temporary.url.appendingPathComponent(".downloader")
-        try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
-        try FileManager.default.createSymbolicLink(
-            at: state.appendingPathComponent("journal"), withDestinationURL: URL(fileURLWithPath: "/dev/full"))
+        // The state folder is a small disk, full before the journal has its first page (an append inside a page it
+        // already has would still succeed); its partial area is a second, roomy one, so that downloads go on.
+        let stateDisk = try SmallDisk(at: temporary.url.appendingPathComponent(".downloader"), size: "64k")
+        let partialDisk = try SmallDisk(at: stateDisk.url.appendingPathComponent("partial"), size: "4m")
+        defer {
+            partialDisk.unmount()
+            stateDisk.unmount()
+        }
+        try stateDisk.fill()
         let manager = try makeManager()
         let events = await manager.events()
         let receipt = try await manager.download(server.url("/bytes/unsaved?size=10000"))
@@ -176,5 +157,52 @@ final class DiskFaultTests: Sendable {
         }
         #expect(reported != nil)
         await manager.shutdown()
+    }
+
+    @Test(
+        "Segments after a full disk: the saved state lists what is on disk, and the rerun fetches only the rest",
+        .enabled(if: SmallDisk.isAvailable))
+    func segmentsAfterFullDisk() async throws {
+        let disk = try SmallDisk(at: temporary.url.appendingPathComponent("segments-disk"), size: "3m")
+        var configuration = DownloadManager.Configuration.forTests(directory: disk.url, retryLimit: 0, window: 1 << 20)
+        configuration.connectionsPerDownload = 4
+        configuration.minimumSegmentSize = 128 << 10
+        let manager = try DownloadManager(configuration: configuration)
+        let url = server.url("/bytes/segfull?size=6000000")
+        let content = TestContent(name: "segfull", size: 6_000_000)
+        await #expect(throws: DownloadError.fileSystem) { try await manager.download(url) }
+        await manager.shutdown()
+
+        let directory = DownloadDirectory(root: disk.url)
+        let state = try #require(directory.savedState(for: url), "the failed run saved its state")
+        let listed = [0..<state.hashedLength] + (state.segments ?? [])
+        let listedBytes = listed.reduce(Int64(0)) { $0 + Int64($1.count) }
+        // Every listed byte is on disk and right.
+        let partial = try Data(contentsOf: directory.partialFile(for: url))
+        for range in listed where !range.isEmpty {
+            #expect(range.upperBound <= Int64(partial.count))
+            #expect(
+                partial[Int(range.lowerBound)..<Int(range.upperBound)]
+                    == content.data[Int(range.lowerBound)..<Int(range.upperBound)], "\(range)")
+        }
+        // And what is on disk is listed, but for the pages each connection had in flight when the disk filled.
+        let allocated = try allocatedBytes(directory.partialFile(for: url))
+        #expect(listedBytes >= allocated - 4 * (256 << 10), "listed \(listedBytes), on disk \(allocated)")
+
+        #expect(SmallDisk.run("/bin/mount", "-o", "remount,size=16m", disk.url.path) == 0)
+        server.resetStatistics()
+        let again = try DownloadManager(configuration: configuration)
+        let receipt = try await again.download(url)
+        #expect(try md5OfFile(receipt.fileURL) == content.md5)
+        let fetched = server.statistics.bodyBytesSent
+        #expect(fetched <= 6_000_000 - listedBytes + 4 * (1 << 20), "fetched \(fetched), listed \(listedBytes)")
+        await again.shutdown()
+    }
+
+    /// The bytes a file's blocks hold on disk (a sparse file's holes are not counted).
+    func allocatedBytes(_ file: URL) throws -> Int64 {
+        var status = stat()
+        guard stat(file.path, &status) == 0 else { throw POSIXError(.ENOENT) }
+        return Int64(status.st_blocks) * 512
     }
 }

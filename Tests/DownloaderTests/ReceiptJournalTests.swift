@@ -19,28 +19,29 @@ struct ReceiptJournalTests {
     func placementSticks() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let file = directory.url.appendingPathComponent("journal")
-        let journal = try ReceiptJournal.open(file).journal
+        let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
+        let journal = try ReceiptJournal.open(folder).journal
         let placing = JournalEntry(
             placing: Self.url, options: DownloadOptions(), name: "file", length: 10, checksum: nil, suggested: nil)
         journal.appendNow([.put(placing)])
         journal.appendNow([.put(entry(.downloading))])  // the manager's record, lagging behind the transfer
         journal.close()
-        #expect(try ReceiptJournal.open(file).entries.first?.placement?.name == "file")
+        #expect(try ReceiptJournal.open(folder).entries.first?.placement?.name == "file")
 
-        let again = try ReceiptJournal.open(file).journal
+        let again = try ReceiptJournal.open(folder).journal
         again.appendNow([.put(entry(.completed))])
         again.appendNow([.put(entry(.suspended))])
         again.close()
-        #expect(try ReceiptJournal.open(file).entries.first?.placement == nil, "completed superseded it")
+        #expect(try ReceiptJournal.open(folder).entries.first?.placement == nil, "completed superseded it")
     }
 
     @Test("Thousands of changes to a few receipts keep the file proportional to the receipts (compaction)")
     func compaction() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let file = directory.url.appendingPathComponent("journal")
-        let journal = try ReceiptJournal.open(file).journal
+        let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
+        let file = folder.url(of: ReceiptJournal.name, in: .state)
+        let journal = try ReceiptJournal.open(folder).journal
         let urls = (0..<10).map { URL(string: "http://127.0.0.1:1/\($0)")! }
         var largest: Int64 = 0
         for round in 0..<5_000 {
@@ -53,7 +54,7 @@ struct ReceiptJournalTests {
         journal.close()
         let one = try JSONEncoder().encode(JournalLine.put(entry(.suspended, urls[0]))).count + 1
         #expect(largest < 300 * 1024 + 2 * 10 * one, "compacted: never far above 256 KiB for 10 receipts")
-        let (_, entries, problem) = try ReceiptJournal.open(file)
+        let (_, entries, problem) = try ReceiptJournal.open(folder)
         #expect(entries.count == 10 && problem == nil)
         // The last change of receipt i was in round 4990 + i: even rounds wrote downloading, odd ones suspended.
         #expect(

@@ -46,9 +46,9 @@ final class StateStoreTests: Sendable {
     func privateFromCreation() async throws {
         let old = umask(0)
         defer { umask(old) }
-        let file = temporary.url.appendingPathComponent("atomic")
-        try AtomicFile.write(Data("x".utf8), to: file)
-        #expect(try mode(file) == 0o600)
+        let folder = StateFolder(url: temporary.url.appendingPathComponent("state"))
+        try folder.write(Data("x".utf8), to: "atomic", in: .state)
+        #expect(try mode(folder.url) == 0o700 && mode(folder.url(of: "atomic", in: .state)) == 0o600)
 
         let manager = try DownloadManager(configuration: configuration())
         let url = server.url("/bytes/private?size=2000000&stallAfter=1000000&stall=60&stallCount=1")

@@ -135,3 +135,74 @@ extension TransferResult {
     /// The MD5 of the file, when it was hashed with MD5 (what most engine tests compare).
     var md5: MD5Digest? { checksum?.algorithm == .md5 ? checksum.flatMap { MD5Digest(bytes: $0.digest) } : nil }
 }
+
+extension DownloadDirectory {
+    /// A download's partial file and saved state, reached as the engine reaches them.
+    func partialFiles(for url: URL) -> PartialFiles {
+        PartialFiles(folder: state, url: url)
+    }
+
+    /// A download's saved state, when there is a usable one.
+    func savedState(for url: URL) -> PartialState? {
+        if case .valid(let state) = partialFiles(for: url).loadState() { return state }
+        return nil
+    }
+}
+
+/// A tmpfs of a given size mounted for one test (root, in a sandbox that allows mounts): a real full disk, with no
+/// link planted anywhere. Unmounted when it goes.
+final class SmallDisk: Sendable {
+    /// Whether this machine lets the tests mount a tmpfs.
+    static let isAvailable: Bool = {
+        guard
+            let probe = try? SmallDisk(
+                at: FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "mount-probe-\(UUID().uuidString)"), size: "64k")
+        else { return false }
+        probe.unmount()
+        try? FileManager.default.removeItem(at: probe.url)
+        return true
+    }()
+
+    let url: URL
+
+    /// Creates the folder (with its parents) and mounts a tmpfs of `size` (`mount -o size=`, e.g. "64k") on it.
+    init(at url: URL, size: String) throws {
+        self.url = url
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        guard Self.run("/bin/mount", "-t", "tmpfs", "-o", "size=\(size)", "tmpfs", url.path) == 0 else {
+            throw POSIXError(.EPERM)
+        }
+    }
+
+    deinit {
+        unmount()
+    }
+
+    func unmount() {
+        Self.run("/bin/umount", "-l", url.path)
+    }
+
+    /// Fills the disk to the last byte with a file called `filler`.
+    func fill() throws {
+        let filler = url.appendingPathComponent("filler")
+        _ = FileManager.default.createFile(atPath: filler.path, contents: nil)
+        let handle = try FileHandle(forWritingTo: filler)
+        let block = Data(count: 4096)
+        while (try? handle.write(contentsOf: block)) != nil {}
+        for _ in 0..<4096 where (try? handle.write(contentsOf: Data(count: 1))) != nil {}
+        try? handle.close()
+    }
+
+    @discardableResult
+    static func run(_ tool: String, _ arguments: String...) -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return -1 }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+}

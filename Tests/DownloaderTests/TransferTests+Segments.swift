@@ -84,8 +84,7 @@ extension TransferTests {
             return
         }
         #expect(error.isTransient)
-        let state = try #require(
-            PartialState.load(from: directory.stateFile(for: server.url(path)), for: server.url(path)))
+        let state = try #require(directory.savedState(for: server.url(path)))
         #expect(state.segments != nil)
         let result = try await segmented(path).run()
         #expect(result.md5 == TestContent(name: "segdrop", size: size).md5)

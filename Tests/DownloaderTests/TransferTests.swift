@@ -209,7 +209,8 @@ extension TransferTests {
             url: url, hashedLength: 0, hash: .md5(md5), validators: Validators(etag: content.etag, lastModified: nil),
             totalLength: nil, rangesSupported: true)
         state.hashedLength = 1000  // a checkpoint behind the file: only bytes 1000..<size are re-hashed
-        try state.save(to: directory.stateFile(for: url))
+        state.file = directory.partialFiles(for: url).partialIdentity  // the file as the state saw it: trusted
+        try directory.partialFiles(for: url).saveState(state)
 
         let result = try await transfer(path).run()
         #expect(result.md5 == content.md5)
@@ -298,14 +299,13 @@ extension TransferTests {
         #expect(try Data(contentsOf: existing) == Data("mine".utf8))
     }
 
-    @Test(
-        "Disk write errors surface as DownloadError.fileSystem, never a trap",
-        .enabled(if: FileManager.default.fileExists(atPath: "/dev/full")))
+    @Test("Disk write errors surface as DownloadError.fileSystem, never a trap", .enabled(if: SmallDisk.isAvailable))
     func diskFull() async throws {
         let path = "/bytes/full?size=100000"
-        try directory.createAreas()
-        try FileManager.default.createSymbolicLink(
-            at: directory.partialFile(for: server.url(path)), withDestinationURL: URL(fileURLWithPath: "/dev/full"))
+        // The partial area is a disk too small for the file.
+        try FileManager.default.createDirectory(at: directory.stateArea, withIntermediateDirectories: true)
+        let disk = try SmallDisk(at: directory.partialArea, size: "16k")
+        defer { disk.unmount() }
         let outcome = await runTransfer(transfer(path))
         guard case .failure(let error) = outcome else {
             Issue.record("expected a file-system error")

@@ -41,7 +41,8 @@ final class DLSegmentTests: Sendable {
                 $0.hasSuffix(".state")
             }),
             let data = try? Data(contentsOf: partial.appendingPathComponent(name)),
-            let state = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let saved = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+            let state = saved["state"] as? [String: Any],  // beside its checksum
             let hashed = state["hashedLength"] as? Int
         else { return nil }
         let segments = state["segments"] as? [[Int]] ?? []

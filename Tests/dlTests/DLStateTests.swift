@@ -34,10 +34,10 @@ final class DLStateTests: Sendable {
 
     @Test("A second dl on the same directory says so and exits 1; with --wait it waits and then delivers")
     func secondProcess() async throws {
-        // The second response (after the short first one) stalls for a minute: the first dl surely holds the
-        // directory meanwhile.
-        let slow = server.url("/bytes/shared?size=400000&stallAfter=100000&stall=60&stallCount=2")
-        let first = try DLProcess(["--dir", dir.path, slow.absoluteString], in: work)
+        // The second response (after the short first one) stalls for ten minutes, and the first dl's watchdog
+        // waits as long: it surely holds the directory until it is interrupted, however loaded the machine.
+        let slow = server.url("/bytes/shared?size=400000&stallAfter=100000&stall=600&stallCount=2")
+        let first = try DLProcess(["--timeout", "600", "--dir", dir.path, slow.absoluteString], in: work)
         #expect(await server.waitUntil() { $0.bodyBytesSent >= 100_000 })
         let second = try await DLProcess.run(["--dir", dir.path, slow.absoluteString], in: work)
         #expect(second.status == 1)

@@ -47,7 +47,7 @@ struct ScreenTests {
     func render(width: Int, mode: ProgressRenderer.Mode = .terminal) -> (ProgressRenderer, Capture) {
         let capture = Capture()
         let renderer = ProgressRenderer(
-            mode: mode, width: { width }, writeError: { capture.append($0) }, writeOutput: { _ in },
+            mode: mode, width: { width }, writeError: { capture.append($0) }, writeOutput: { _ in true },
             now: { Date(timeIntervalSince1970: 1_000) })
         for name in [Self.longA, Self.longB, "small.txt"] {
             renderer.handle(.stateChanged(Self.receipt(name, written: 0, total: 700 << 20, speed: nil, eta: nil)))
@@ -127,5 +127,19 @@ struct ScreenTests {
         #expect(Screen.duration(28) == "0:28")
         #expect(Screen.duration(3725) == "1:02:05")
         #expect(Screen.duration(1e9) == ">99h")
+    }
+
+    @Test(
+        "Text from a server shows its control characters escaped: no newline, escape or bidi override reaches the screen"
+    )
+    func controlCharactersEscaped() {
+        #expect(Screen.safe("plain name.txt") == "plain name.txt")
+        #expect(Screen.safe("a\nb\u{1B}[31mRED") == "a\\nb\\x1B[31mRED")
+        #expect(Screen.safe("x\u{7F}\u{85}\u{9B}") == "x\\x7F\\x85\\x9B")
+        #expect(Screen.safe("evil\u{202E}txt.exe") == "evil\\u{202E}txt.exe")
+        #expect(Screen.safe("r\rt\t") == "r\\rt\\t")
+        let hostile = "\u{0}\u{7}\u{1B}]0;title\u{7}\u{2066}\u{200F}"
+        #expect(!Screen.safe(hostile).unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) })
+        #expect(Screen.safe("é ü 日本 😀") == "é ü 日本 😀", "printable text outside ASCII is kept")
     }
 }

@@ -26,4 +26,11 @@ struct Validators: Codable, Equatable, Sendable {
     }
 
     var isEmpty: Bool { etag == nil && lastModified == nil }
+
+    /// Whether another response proves the same version: the same strong ETag, or, where there is none, the same
+    /// Last-Modified date (what `If-Range` would send). Nothing proves a version that has neither.
+    func proves(_ other: Validators) -> Bool {
+        guard let ifRange, !differs(from: other) else { return false }
+        return ifRange == other.ifRange
+    }
 }

@@ -128,7 +128,8 @@ extension DownloadManager {
             let (end, result) = await runner.run(
                 url: url, options: options, replacing: replacing, willPlace: willPlace,
                 progress: { written, total in box.update(written: written, total: total) },
-                willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) })
+                willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) },
+                warn: { [weak self] reason in Task { await self?.emit(.warning(url, reason: reason)) } })
             await self?.transferEnded(url, generation: generation, end, result: result)
         }
         var running = RunningTransfer(generation: generation, task: task, box: box)
@@ -144,8 +145,7 @@ extension DownloadManager {
         if let result { results[url] = (generation, result) }
         if result == nil, !machine.hasCompletedFile(url) {
             // What the stopped transfer left on disk, for the receipt (a completed file reports its own length).
-            book[url]?.receipt.totalBytesWritten =
-                FileManager.default.sizeOfItem(at: directory.partialFile(for: url)) ?? 0
+            book[url]?.receipt.totalBytesWritten = PartialFiles(folder: directory.state, url: url).partialSize ?? 0
         }
         apply(machine.transferEnded(url, generation: generation, end))
         if results[url]?.generation == generation { results[url] = nil }
@@ -180,7 +180,8 @@ extension DownloadManager {
 
     /// Deletes a download's files on the file-work queue (after any clean-up queued before).
     private func discardFiles(_ url: URL, producedBy generation: Machine.Generation?, includingCompletedFile: Bool) {
-        var files = [directory.partialFile(for: url), directory.stateFile(for: url)]
+        let partial = PartialFiles(folder: directory.state, url: url)
+        var files: [URL] = []
         if let generation, let produced = results[url], produced.generation == generation {
             results[url] = nil
             files.append(produced.result.fileURL)
@@ -189,6 +190,8 @@ extension DownloadManager {
             files.append(completed.url)
         }
         fileWork.async { [files] in
+            partial.removePartial()
+            partial.removeState()
             for file in files { try? FileManager.default.removeItem(at: file) }
         }
     }

@@ -27,11 +27,11 @@ extension DownloadManager {
     static func recover(
         _ directory: DownloadDirectory, onSaveError: @escaping @Sendable (DownloadError?) -> Void
     ) throws(DownloadError) -> Recovered {
-        for area in [directory.stateArea, directory.partialArea, directory.completedArea] {
-            AtomicFile.removeOrphans(in: area)
-        }
+        directory.state.removeTemporaryFiles(in: .state)
+        directory.state.removeTemporaryFiles(in: .partial)
+        AtomicFile.removeOrphans(in: directory.completedArea)
         let legacy = LegacyState.migrate(directory)
-        let (journal, saved, unreadable) = try ReceiptJournal.open(directory.journalFile, onSaveError: onSaveError)
+        let (journal, saved, unreadable) = try ReceiptJournal.open(directory.state, onSaveError: onSaveError)
         if !legacy.entries.isEmpty { journal.rewrite(legacy.entries + saved) }
 
         var problems = legacy.problems + (unreadable.map { [$0] } ?? [])
@@ -67,9 +67,9 @@ extension DownloadManager {
         guard (try? url.validateForDownload()) != nil else {
             return .failure(Dropped(reason: "\(url.redactedAbsoluteString) is not an http(s) URL"))
         }
-        let partial = directory.partialFile(for: url)
+        let partial = PartialFiles(folder: directory.state, url: url)
         var receipt = DownloadReceipt(
-            url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: partial,
+            url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: partial.partialURL,
             state: entry.state, totalBytesExpectedToWrite: entry.totalBytesExpected, error: entry.error)
         var state = entry.state
         var filename = entry.filename
@@ -81,7 +81,7 @@ extension DownloadManager {
                 return .failure(Dropped(reason: "\(url.redactedAbsoluteString) was placed outside the completed area"))
             }
             if isPlaced(partial, at: target, length: placement.length, checksum: placement.checksum) {
-                try? FileManager.default.removeItem(at: directory.stateFile(for: url))
+                partial.removeState()
                 state = .completed
                 filename = placement.name
                 checksum = placement.checksum
@@ -111,7 +111,7 @@ extension DownloadManager {
             receipt.totalBytesExpectedToWrite = receipt.totalBytesWritten
         case .queued, .downloading, .suspended, .idle, .failed:
             if state == .queued || state == .downloading { state = .suspended }
-            receipt.totalBytesWritten = FileManager.default.sizeOfItem(at: partial) ?? 0
+            receipt.totalBytesWritten = partial.partialSize ?? 0
         }
         receipt.state = state
         return .success(
@@ -120,28 +120,29 @@ extension DownloadManager {
 
     /// Whether a verified partial file reached `target`: it is gone and the target has its length and checksum, or
     /// the move was cut between `link` and `unlink` (both names on one inode: the partial name is removed now).
-    private static func isPlaced(_ partial: URL, at target: URL, length: Int64, checksum: Checksum?) -> Bool {
-        var partialInfo = stat()
+    private static func isPlaced(_ partial: PartialFiles, at target: URL, length: Int64, checksum: Checksum?) -> Bool {
         var targetInfo = stat()
-        guard stat(target.path, &targetInfo) == 0, Int64(targetInfo.st_size) == length else { return false }
-        guard stat(partial.path, &partialInfo) == 0 else {
+        guard lstat(target.path, &targetInfo) == 0, (targetInfo.st_mode & S_IFMT) == S_IFREG,
+            Int64(targetInfo.st_size) == length
+        else { return false }
+        guard let partialInfo = partial.folder.status(partial.partialName, in: .partial) else {
             guard let checksum else { return true }
             return (try? FileDigest.checksum(of: target, algorithm: checksum.algorithm)) == checksum
         }
         guard partialInfo.st_ino == targetInfo.st_ino && partialInfo.st_dev == targetInfo.st_dev else { return false }
-        unlink(partial.path)
+        partial.removePartial()
         return true
     }
 
     /// Deletes partial files and saved states that belong to no unfinished download (left by a crash between a move
-    /// and its clean-up, or by a download that was removed).
+    /// and its clean-up, or by a download that was removed). Only names of the form this package writes
+    /// (`KEY.part`, `KEY.state`, KEY 32 hex digits) are candidates: anything else in the folder is not ours and stays.
     private static func sweepOrphans(_ directory: DownloadDirectory, keeping records: [ReceiptRecord]) {
         let unfinished = Set(
             records.filter { $0.receipt.state != .completed }.map { DownloadDirectory.key(for: $0.receipt.url) })
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.partialArea.path)) ?? []
-        for name in names {
-            let key = name.split(separator: ".", maxSplits: 1).first.map(String.init) ?? name
-            if !unfinished.contains(key) { unlink(directory.partialArea.appendingPathComponent(name).path) }
+        for name in directory.state.names(in: .partial) {
+            guard let key = DownloadDirectory.key(ofPartialName: name), !unfinished.contains(key) else { continue }
+            directory.state.remove(name, in: .partial)
         }
     }
 }

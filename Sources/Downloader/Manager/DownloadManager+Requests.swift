@@ -116,7 +116,7 @@ extension DownloadManager {
             defer { if source != file.url { try? FileManager.default.removeItem(at: source) } }
             guard
                 let moved = try? FilePlacement.place(
-                    source, at: target, length: file.length, checksum: checksum, downloadURL: url,
+                    .file(source), at: target, length: file.length, checksum: checksum, downloadURL: url,
                     willClaim: { [journal] claimed in
                         let entry = JournalEntry(
                             placing: url, options: placed, name: claimed.lastPathComponent, length: file.length,

@@ -27,11 +27,13 @@ extension DownloadManager {
         await fileWork.barrier()
         saveReceipts()
         if configuration.removesStateWhenFinished && nothingUnfinished() {
+            // Only what this package wrote goes: the journal, the lock, and the folders if nothing else is in them
+            // (a stranger's file keeps its folder).
             journal?.close()
-            try? FileManager.default.removeItem(at: directory.journalFile)
-            try? FileManager.default.removeItem(at: directory.partialArea)
+            directory.state.remove(ReceiptJournal.name, in: .state)
+            directory.state.removePartialAreaIfEmpty()
             lock?.removeAndRelease()
-            rmdir(directory.stateArea.path)  // fails harmlessly if another manager already re-created it
+            rmdir(directory.stateArea.path)  // fails harmlessly if another manager already re-created it, or not empty
         } else {
             journal?.close()
             lock?.release()
@@ -41,7 +43,8 @@ extension DownloadManager {
         eventContinuations.removeAll()
     }
 
-    /// Whether nothing is waiting, running, suspended, or failed with bytes to resume, and no partial file is left.
+    /// Whether nothing is waiting, running, suspended, or failed with bytes to resume, and no partial file of ours is
+    /// left.
     func nothingUnfinished() -> Bool {
         let pending = book.all.contains { record in
             switch record.receipt.state {
@@ -50,7 +53,7 @@ extension DownloadManager {
             case .queued, .downloading, .suspended: return true
             }
         }
-        let partials = (try? FileManager.default.contentsOfDirectory(atPath: directory.partialArea.path)) ?? []
+        let partials = directory.state.names(in: .partial).filter { DownloadDirectory.key(ofPartialName: $0) != nil }
         return !pending && partials.isEmpty
     }
 

@@ -106,7 +106,7 @@ public actor DownloadManager {
     public init(configuration: Configuration) throws {
         let directory = Self.layout(configuration)
         try directory.createAreas()
-        let lock = try DirectoryLock.acquire(directory.lockFile, timeout: configuration.directoryLockTimeout)
+        let lock = try DirectoryLock.acquire(directory.state, timeout: configuration.directoryLockTimeout)
         let relay = SaveErrorRelay()
         let recovered: Recovered
         do {

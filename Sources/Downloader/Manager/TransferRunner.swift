@@ -28,19 +28,21 @@ struct TransferRunner: Sendable {
     ///   - willPlace: told where the verified file goes just before it moves.
     ///   - progress: bytes on disk and the total, after every chunk.
     ///   - willRetry: told before each backoff.
+    ///   - warn: told when bytes on disk could not be trusted and were not used.
     /// - Returns: how the generation ended, and the file it produced when it completed.
     func run(
         url: URL, options: DownloadOptions, replacing: URL?,
         willPlace: @escaping @Sendable (URL, Int64, Checksum?, String?) -> Void,
         progress: @escaping @Sendable (Int64, Int64?) -> Void,
-        willRetry: @escaping @Sendable (Retry) async -> Void
+        willRetry: @escaping @Sendable (Retry) async -> Void,
+        warn: @escaping @Sendable (String) -> Void = { _ in }
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
         var retries = 0
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, willPlace: willPlace, limiters: limiters, progress: progress)
+                replacing: replacing, willPlace: willPlace, limiters: limiters, warn: warn, progress: progress)
             do throws(DownloadError) {
                 let result = try await transfer.run()
                 return (.completed(result.checksum), result)

@@ -16,12 +16,15 @@ public enum DownloadEvent: Sendable, Hashable {
     case receiptsSaveFailed(DownloadError)
     /// The receipts are saved again after `receiptsSaveFailed`; the URL is the receipts journal.
     case receiptsSaved(URL)
+    /// Something a person should know happened, and the download went on: bytes on disk that could not be trusted
+    /// (a saved state that fails its checksum, a partial file changed on disk) were not used, and it started again.
+    case warning(URL, reason: String)
 
     /// The URL the event is about.
     public var url: URL {
         switch self {
         case .stateChanged(let receipt), .progress(let receipt): return receipt.url
-        case .removed(let url), .receiptsSaved(let url), .retrying(let url, _, _, _): return url
+        case .removed(let url), .receiptsSaved(let url), .retrying(let url, _, _, _), .warning(let url, _): return url
         case .receiptsSaveFailed(let error): return error.url ?? URL(fileURLWithPath: "/")
         }
     }
@@ -30,7 +33,7 @@ public enum DownloadEvent: Sendable, Hashable {
     public var receipt: DownloadReceipt? {
         switch self {
         case .stateChanged(let receipt), .progress(let receipt): return receipt
-        case .removed, .receiptsSaveFailed, .receiptsSaved, .retrying: return nil
+        case .removed, .receiptsSaveFailed, .receiptsSaved, .retrying, .warning: return nil
         }
     }
 }
@@ -46,6 +49,7 @@ extension DownloadEvent: CustomStringConvertible {
             return "retrying(\(url.redactedAbsoluteString), attempt: \(attempt), delay: \(delay), reason: \(reason))"
         case .receiptsSaveFailed(let error): return "receiptsSaveFailed(\(error))"
         case .receiptsSaved(let url): return "receiptsSaved(\(url.path))"
+        case .warning(let url, let reason): return "warning(\(url.redactedAbsoluteString), \(reason))"
         }
     }
 }

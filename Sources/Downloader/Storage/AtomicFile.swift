@@ -8,37 +8,12 @@ import Foundation
     import Darwin
 #endif
 
-/// Whole-file writes that a crash can never leave half-done: the bytes go to a temporary file beside the target,
-/// which is then renamed over it. A `kill -9` between the two leaves only a temporary file, which
-/// `removeOrphans(in:)` clears at the next start.
-///
-/// Files are created with the mode asked for (0600 by default: state files may hold request headers with
-/// credentials), by `open(2)` itself, so there is no moment when they are readable by others.
+/// The conventions of files written whole and renamed into place (`StateFolder.write`, a copy across file systems):
+/// temporary names that a crash may leave and the next start clears (`removeOrphans(in:)`), files created with their
+/// mode by `open(2)` itself, and writing every byte of a buffer.
 enum AtomicFile {
     /// The marker in temporary file names (Foundation's own atomic writes use `.dat.nosync`).
     static let temporaryMarker = ".tmp-"
-
-    /// Writes `data` to `file` atomically.
-    /// - Parameters:
-    ///   - data: the whole content.
-    ///   - file: the target; replaced if it exists.
-    ///   - mode: the permissions the file is created with.
-    ///   - durable: `fsync` the file before the rename, so a power loss leaves the old or the new content.
-    /// - Throws: `POSIXError` from the file system.
-    static func write(_ data: Data, to file: URL, mode: mode_t = 0o600, durable: Bool = false) throws {
-        let temporary = temporaryFile(beside: file)
-        let fd = try create(temporary, mode: mode)
-        do {
-            try data.withUnsafeBytes { try writeAll(fd, $0) }
-            if durable, fsync(fd) != 0 { throw POSIXError.current }
-            guard close(fd) == 0 else { throw POSIXError.current }
-            // rename(2) replaces the target atomically, whether or not it exists.
-            guard rename(temporary.path, file.path) == 0 else { throw POSIXError.current }
-        } catch {
-            unlink(temporary.path)
-            throw error
-        }
-    }
 
     /// A name for a temporary file in `file`'s directory that `removeOrphans(in:)` recognises.
     static func temporaryFile(beside file: URL) -> URL {
@@ -83,21 +58,4 @@ enum AtomicFile {
             try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
         }
     }
-}
-
-/// `write(2)`, named apart from the Swift methods called `write`.
-@inline(__always)
-func posixWrite(_ fd: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
-    #if canImport(Darwin)
-        return Darwin.write(fd, buffer, count)
-    #elseif canImport(Musl)
-        return Musl.write(fd, buffer, count)
-    #else
-        return Glibc.write(fd, buffer, count)
-    #endif
-}
-
-extension POSIXError {
-    /// The error `errno` names now.
-    static var current: POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
 }

@@ -12,15 +12,17 @@ import Foundation
 /// (in one process or two) never write the same partial file or journal.
 ///
 /// `flock` locks belong to an open file description, so a second manager in the same process is refused as well.
-/// The lock file holds the owner's process id, for the message the next one gets. A lock file that was deleted and
-/// re-created while this one waited is noticed (the inode changed) and the lock is taken again on the new file.
+/// The lock file holds the owner's process id, for the message the next one gets. It is opened through the state
+/// folder's descriptor (a `lock` planted as a symbolic link is refused). A state folder or lock file that was removed
+/// and created again while this one waited (its last owner cleaned up) is noticed, and the lock is taken again on the
+/// new one.
 final class DirectoryLock: @unchecked Sendable {
-    let file: URL
+    let folder: StateFolder
     private let lock = NSLock()
     private var fd: Int32
 
-    private init(file: URL, fd: Int32) {
-        self.file = file
+    private init(folder: StateFolder, fd: Int32) {
+        self.folder = folder
         self.fd = fd
     }
 
@@ -30,37 +32,48 @@ final class DirectoryLock: @unchecked Sendable {
 
     /// Takes the lock.
     /// - Parameters:
-    ///   - file: the lock file (created with mode 0600 if needed).
+    ///   - folder: the state folder (created with mode 0700 if needed; the lock file with 0600).
     ///   - timeout: how long to wait for another owner to let go; 0 fails at once. Waiting blocks the calling thread.
-    /// - Throws: `DownloadError.directoryLocked` when another owner holds it; `.fileSystem` when the file cannot be
-    ///   opened.
-    static func acquire(_ file: URL, timeout: TimeInterval) throws(DownloadError) -> DirectoryLock {
+    /// - Throws: `DownloadError.directoryLocked` when another owner holds it; `.fileSystem` when the folder or the
+    ///   file cannot be opened, or is a symbolic link.
+    static func acquire(_ folder: StateFolder, timeout: TimeInterval) throws(DownloadError) -> DirectoryLock {
         let deadline = Date().addingTimeInterval(max(0, timeout))
+        let shown = folder.url(of: "lock", in: .state)
         while true {
             // The last owner may have removed the whole state folder (nothing unfinished was left in it).
-            mkdir(file.deletingLastPathComponent().path, 0o700)
-            let fd = open(file.path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-            guard fd >= 0 else {
-                throw .fileSystem(
-                    nil, reason: "cannot open the lock \(file.path): \(POSIXError.current.localizedDescription)")
+            try folder.open()
+            let fd: Int32
+            do {
+                fd = try folder.openFile("lock", in: .state, flags: O_RDWR | O_CREAT)
+            } catch let error as DownloadError {
+                throw error
+            } catch let error as POSIXError where error.code == .ELOOP {
+                throw .fileSystem(nil, reason: "\(shown.path) is a symbolic link; the lock is never taken through one")
+            } catch let error as POSIXError where error.code == .ENOENT {
+                folder.close()  // the folder was removed after it was opened: open the new one
+                continue
+            } catch {
+                throw .fileSystem(nil, reason: "cannot open the lock \(shown.path): \(error.localizedDescription)")
             }
+            _ = fchmod(fd, 0o600)
             if flock(fd, LOCK_EX | LOCK_NB) == 0 {
-                if isStillTheFile(fd, at: file) {
-                    let lock = DirectoryLock(file: file, fd: fd)
+                if folder.isAtItsPath && isStillTheFile(fd, named: "lock", in: folder) {
+                    let lock = DirectoryLock(folder: folder, fd: fd)
                     lock.writeOwner()
                     return lock
                 }
-                close(fd)  // deleted by its last owner while we opened it: lock the new one
+                _ = closeDescriptor(fd)  // removed by its last owner while we waited: lock the new one
+                folder.close()
                 continue
             }
             let busy = errno == EWOULDBLOCK || errno == EAGAIN
             let owner = readOwner(fd)
-            close(fd)
+            _ = closeDescriptor(fd)
             guard busy else {
-                throw .fileSystem(nil, reason: "cannot lock \(file.path): \(POSIXError.current.localizedDescription)")
+                throw .fileSystem(nil, reason: "cannot lock \(shown.path): \(POSIXError.current.localizedDescription)")
             }
             guard Date() < deadline else {
-                throw .directoryLocked(file.deletingLastPathComponent(), owner: owner)
+                throw .directoryLocked(folder.url, owner: owner)
             }
             usleep(50_000)  // a bounded poll: flock has no timeout of its own
         }
@@ -71,7 +84,7 @@ final class DirectoryLock: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard fd >= 0 else { return }
-        close(fd)
+        _ = closeDescriptor(fd)
         fd = -1
     }
 
@@ -80,8 +93,8 @@ final class DirectoryLock: @unchecked Sendable {
         lock.lock()
         defer { lock.unlock() }
         guard fd >= 0 else { return }
-        unlink(file.path)
-        close(fd)
+        folder.remove("lock", in: .state)
+        _ = closeDescriptor(fd)
         fd = -1
     }
 
@@ -99,11 +112,10 @@ final class DirectoryLock: @unchecked Sendable {
             String(decoding: buffer.prefix(count), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
-    /// Whether the open descriptor is still the file at `path` (not one deleted meanwhile).
-    private static func isStillTheFile(_ fd: Int32, at path: URL) -> Bool {
+    /// Whether the open descriptor is still the file with that name in the folder (not one deleted meanwhile).
+    private static func isStillTheFile(_ fd: Int32, named name: String, in folder: StateFolder) -> Bool {
         var open = stat()
-        var named = stat()
-        guard fstat(fd, &open) == 0, stat(path.path, &named) == 0 else { return false }
+        guard fstat(fd, &open) == 0, let named = folder.status(name, in: .state) else { return false }
         return open.st_ino == named.st_ino && open.st_dev == named.st_dev
     }
 }

@@ -12,11 +12,14 @@ import Foundation
 /// ```
 ///
 /// KEY is the MD5 of the URL. Every path is derived from the directory and a key or a sanitised name; nothing is
-/// taken from saved state as a path.
+/// taken from saved state as a path. The state folder's files are reached only through `state`, by name relative to
+/// descriptors of the folders (never through a symbolic link).
 struct DownloadDirectory: Sendable {
     let root: URL
     /// Where state lives: the lock, the journal and the partial files.
     let stateArea: URL
+    /// The state folder, opened on first use (`StateFolder.open()`), shared by every copy of this value.
+    let state: StateFolder
     /// Where verified files go.
     let completedArea: URL
 
@@ -28,6 +31,7 @@ struct DownloadDirectory: Sendable {
         self.root = root
         completedArea = completed ?? root.appendingPathComponent("completed", isDirectory: true)
         stateArea = state ?? root.appendingPathComponent(".downloader", isDirectory: true)
+        self.state = StateFolder(url: stateArea)
         partialArea = stateArea.appendingPathComponent("partial", isDirectory: true)
         partialPrefix = partialArea.path + "/"
     }
@@ -37,33 +41,37 @@ struct DownloadDirectory: Sendable {
     /// `partialArea.path` and a slash: paths built from it cost a third of `appendingPathComponent`, which shows when
     /// thousands of downloads are queued at once.
     private let partialPrefix: String
-    /// The file the directory lock is held on.
-    var lockFile: URL { stateArea.appendingPathComponent("lock") }
     /// The receipts journal.
     var journalFile: URL { stateArea.appendingPathComponent("journal") }
 
-    /// Creates the directory and its areas if needed (the state area with mode 0700: it may hold credentials).
-    /// - Throws: `DownloadError.fileSystem` when they cannot be created.
+    /// Creates the directory and its areas if needed, and opens the state folder (mode 0700: it may hold
+    /// credentials; see `StateFolder`).
+    /// - Throws: `DownloadError.fileSystem` when they cannot be created, or the state folder is not ours.
     func createAreas() throws(DownloadError) {
         // The folders above the state area get the default mode; only the state area and its partial folder are
-        // private.
-        for (area, mode) in [
-            (root, nil), (completedArea, nil), (stateArea.deletingLastPathComponent(), nil),
-            (stateArea, 0o700), (partialArea, 0o700),
-        ] as [(URL, Int?)] {
+        // private, and they are created and checked by `StateFolder`.
+        for area in [root, completedArea, stateArea.deletingLastPathComponent()] {
             do {
-                try FileManager.default.createDirectory(
-                    at: area, withIntermediateDirectories: true,
-                    attributes: mode.map { [.posixPermissions: $0] })
+                try FileManager.default.createDirectory(at: area, withIntermediateDirectories: true)
             } catch {
                 throw .fileSystem(nil, reason: "cannot create \(area.path): \(error.localizedDescription)")
             }
         }
+        try state.open()
     }
 
     /// The stem every local file of a download shares: the MD5 of its URL.
     static func key(for url: URL) -> String {
         MD5.hash(data: Array(url.absoluteString.utf8)).hexString
+    }
+
+    /// The key of a name in the partial area written by this package (`KEY.part`, `KEY.state`), else `nil`.
+    static func key(ofPartialName name: String) -> String? {
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts[1] == "part" || parts[1] == "state", parts[0].utf8.count == 32,
+            parts[0].utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else { return nil }
+        return String(parts[0])
     }
 
     /// The partial file of a download.

@@ -17,6 +17,53 @@ import Foundation
 /// A file already at the name with the same length and checksum is the same file (a rerun after the state was
 /// cleaned up): it is taken as the result instead of making a `name (1)` copy.
 enum FilePlacement {
+    /// The verified file to place.
+    enum Source {
+        /// A download's partial file, reached through the state folder.
+        case partial(PartialFiles)
+        /// A file at a path (a completed file that moves, or a copy of one).
+        case file(URL)
+
+        /// Links it at `target` (which must not exist). - Returns: 0 or `errno`.
+        func link(to target: URL) -> Int32 {
+            switch self {
+            case .partial(let files): return files.folder.link(files.partialName, in: .partial, to: target)
+            case .file(let url): return posixLink(url, target)
+            }
+        }
+
+        /// Renames it to `target`, replacing what is there. - Returns: 0 or `errno`.
+        func rename(to target: URL) -> Int32 {
+            switch self {
+            case .partial(let files): return files.folder.move(files.partialName, in: .partial, to: target)
+            case .file(let url): return posixRename(url, target)
+            }
+        }
+
+        /// Removes its name.
+        func unlink() {
+            switch self {
+            case .partial(let files): files.removePartial()
+            case .file(let url): posixUnlink(url)
+            }
+        }
+
+        /// Opens it for reading.
+        func openForReading(downloadURL: URL) throws(DownloadError) -> Int32 {
+            switch self {
+            case .partial(let files):
+                return try files.openPartial(.read)
+            case .file(let url):
+                let fd = open(url.path, O_RDONLY | O_CLOEXEC)
+                guard fd >= 0 else {
+                    throw .fileSystem(
+                        downloadURL, reason: "cannot read \(url.path): \(POSIXError.current.localizedDescription)")
+                }
+                return fd
+            }
+        }
+    }
+
     /// Where the file goes.
     enum Target {
         /// Replace this file (the download's own completed file, or a name that belongs to the URL).
@@ -27,99 +74,119 @@ enum FilePlacement {
 
     /// Places the verified file.
     /// - Parameters:
-    ///   - partial: the verified file.
+    ///   - source: the verified file.
     ///   - target: where it goes.
     ///   - length: its length.
     ///   - checksum: its checksum, if it was hashed (needed to recognise an identical file).
     ///   - downloadURL: for error messages.
     ///   - willClaim: called with each path just before it is claimed.
     /// - Returns: the file's final location.
-    /// - Throws: `DownloadError.fileSystem`; the partial file is then where it was.
+    /// - Throws: `DownloadError.fileSystem`; the source is then where it was.
     static func place(
-        _ partial: URL, at target: Target, length: Int64, checksum: Checksum?, downloadURL: URL,
+        _ source: Source, at target: Target, length: Int64, checksum: Checksum?, downloadURL: URL,
         willClaim: (URL) -> Void
     ) throws(DownloadError) -> URL {
         switch target {
         case .replace(let file):
             willClaim(file)
-            try move(partial, over: file, downloadURL: downloadURL)
+            try move(source, over: file, downloadURL: downloadURL)
             return file
         case .unique(let area, let name):
-            var source = partial
-            defer { if source != partial { unlink(source.path) } }
+            // A copy beside the target when the area is on another file system; removed unless it was placed.
+            var copy: URL?
+            defer { if let copy { posixUnlink(copy) } }
             for candidate in DownloadDirectory.candidateNames(for: name) {
                 let file = area.appendingPathComponent(candidate)
                 willClaim(file)
-                if link(source.path, file.path) == 0 {
-                    unlink(partial.path)
-                    return file
+                var code = copy.map { posixLink($0, file) } ?? source.link(to: file)
+                if code == EXDEV && copy == nil {
+                    // Another file system: copy beside the target first, then claim names for the copy.
+                    copy = try copyBeside(file, from: source, downloadURL: downloadURL)
+                    code = posixLink(copy!, file)
                 }
-                switch errno {
+                switch code {
+                case 0:
+                    source.unlink()
+                    return file
                 case EEXIST:
                     if isIdentical(file, length: length, checksum: checksum) {
-                        unlink(partial.path)
+                        source.unlink()
                         return file
                     }
-                case EXDEV where source == partial:
-                    // Another file system: copy beside the target first, then claim names for the copy.
-                    source = try copyBeside(file, from: partial, downloadURL: downloadURL)
-                    if link(source.path, file.path) == 0 {
-                        unlink(partial.path)
-                        return file
-                    }
-                    if errno == EEXIST, isIdentical(file, length: length, checksum: checksum) {
-                        unlink(partial.path)
-                        return file
-                    }
-                case let code where code == EPERM || code == ENOTSUP || code == EOPNOTSUPP:
+                case EPERM, ENOTSUP, EOPNOTSUPP:
                     // A file system without hard links: check, then rename (racy only against other writers there).
                     guard !FileManager.default.fileExists(atPath: file.path) else { continue }
-                    try move(source, over: file, downloadURL: downloadURL)
-                    if source != partial { unlink(partial.path) }
-                    source = partial
+                    if let placed = copy {
+                        try move(.file(placed), over: file, downloadURL: downloadURL)
+                        copy = nil
+                        source.unlink()
+                    } else {
+                        try move(source, over: file, downloadURL: downloadURL)
+                    }
                     return file
                 default:
                     throw .fileSystem(
                         downloadURL,
                         reason:
-                            "cannot move the verified file to \(file.path): \(POSIXError.current.localizedDescription)")
+                            "cannot move the verified file to \(file.path): \(POSIXError(code).localizedDescription)")
                 }
             }
             throw .fileSystem(downloadURL, reason: "no free name for \(name) in \(area.path)")
         }
     }
 
-    /// Whether `file` is the same content: same length, and the same checksum.
+    /// Whether `file` is the same content: a regular file (not a link to one) of the same length and checksum.
     private static func isIdentical(_ file: URL, length: Int64, checksum: Checksum?) -> Bool {
-        guard let checksum, FileManager.default.sizeOfItem(at: file) == length else { return false }
+        var info = stat()
+        guard let checksum, lstat(file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG,
+            Int64(info.st_size) == length
+        else { return false }
         return (try? FileDigest.checksum(of: file, algorithm: checksum.algorithm)) == checksum
     }
 
     /// `rename(2)`, or a copy beside the target and a rename across file systems.
-    private static func move(_ source: URL, over file: URL, downloadURL: URL) throws(DownloadError) {
-        if rename(source.path, file.path) == 0 { return }
-        guard errno == EXDEV else {
+    private static func move(_ source: Source, over file: URL, downloadURL: URL) throws(DownloadError) {
+        let code = source.rename(to: file)
+        if code == 0 { return }
+        guard code == EXDEV else {
             throw .fileSystem(
                 downloadURL,
-                reason: "cannot move the verified file to \(file.path): \(POSIXError.current.localizedDescription)")
+                reason: "cannot move the verified file to \(file.path): \(POSIXError(code).localizedDescription)")
         }
         let copy = try copyBeside(file, from: source, downloadURL: downloadURL)
-        guard rename(copy.path, file.path) == 0 else {
-            let reason = POSIXError.current.localizedDescription
-            unlink(copy.path)
-            throw .fileSystem(downloadURL, reason: "cannot move the verified file to \(file.path): \(reason)")
+        let renamed = posixRename(copy, file)
+        guard renamed == 0 else {
+            posixUnlink(copy)
+            throw .fileSystem(
+                downloadURL,
+                reason: "cannot move the verified file to \(file.path): \(POSIXError(renamed).localizedDescription)")
         }
-        unlink(source.path)
+        source.unlink()
     }
 
-    /// Copies `source` to a temporary name in `file`'s directory (cleared by `AtomicFile.removeOrphans` after a
+    /// Copies `source` to a new temporary name in `file`'s directory (cleared by `AtomicFile.removeOrphans` after a
     /// crash).
-    private static func copyBeside(_ file: URL, from source: URL, downloadURL: URL) throws(DownloadError) -> URL {
+    private static func copyBeside(_ file: URL, from source: Source, downloadURL: URL) throws(DownloadError) -> URL {
         let copy = AtomicFile.temporaryFile(beside: file)
+        let input = try source.openForReading(downloadURL: downloadURL)
+        defer { _ = closeDescriptor(input) }
         do {
-            try FileManager.default.copyItem(at: source, to: copy)
+            // The mode a new file gets (0666 less the umask), as the partial file had.
+            let output = open(copy.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+            guard output >= 0 else { throw POSIXError.current }
+            defer { _ = closeDescriptor(output) }
+            var length = stat()
+            guard fstat(input, &length) == 0 else { throw POSIXError.current }
+            var failure: DownloadError?
+            try TransferJob.read(input, from: 0, to: Int64(length.st_size), file: copy, url: downloadURL) { bytes in
+                guard failure == nil else { return }
+                do { try AtomicFile.writeAll(output, bytes) } catch {
+                    failure = .fileSystem(downloadURL, reason: "\(error.localizedDescription)")
+                }
+            }
+            if let failure { throw failure }
         } catch {
-            try? FileManager.default.removeItem(at: copy)
+            posixUnlink(copy)
             throw .fileSystem(
                 downloadURL, reason: "cannot copy the verified file to \(file.path): \(error.localizedDescription)")
         }

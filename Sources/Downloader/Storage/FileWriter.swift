@@ -1,69 +1,131 @@
 import Foundation
 
-/// Appends bytes to a file through `OutputStream`, looping on short writes and turning stream errors into
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Writes bytes to an open file — appended (`write(2)` on a descriptor opened with `O_APPEND`) or at offsets
+/// (`pwrite(2)`, for a download fetched in segments) — looping on short writes and `EINTR`, and turning errors into
 /// `DownloadError` (never a trap).
 ///
-/// Not thread-safe, like `OutputStream` itself: a writer is confined to the one serial queue that uses it.
+/// It writes through a descriptor that `PartialFiles` opened relative to the state folder: an `OutputStream` can only
+/// open a path, which would follow a symbolic link planted in the file's place. Not thread-safe: confined to the one
+/// serial queue that uses it.
 final class FileWriter {
+    /// The file, for messages.
     let fileURL: URL
-    private let stream: OutputStream
-    private(set) var bytesWritten: Int64 = 0
-    private var isOpen = true
+    private var descriptor: Int32
 
-    /// Opens a file for appending, creating it if needed.
-    /// - Parameters:
-    ///   - fileURL: the file.
-    ///   - truncate: empty the file first.
-    ///   - downloadURL: the download this file belongs to, for error messages.
-    /// - Throws: `DownloadError.fileSystem` when the file cannot be opened.
-    init(fileURL: URL, truncate: Bool, downloadURL: URL) throws(DownloadError) {
+    /// Takes over an open descriptor (closed by `close()` or when the writer goes).
+    init(descriptor: Int32, fileURL: URL) {
+        self.descriptor = descriptor
         self.fileURL = fileURL
-        guard let stream = OutputStream(url: fileURL, append: !truncate) else {
-            throw .fileSystem(downloadURL, reason: "cannot open \(fileURL.path) for writing")
-        }
-        stream.open()
-        if stream.streamStatus == .error {
-            let underlying = stream.streamError
-            throw .fileSystem(
-                downloadURL,
-                reason: "cannot open \(fileURL.path): \(underlying?.localizedDescription ?? "unknown error")",
-                underlying: underlying.map { SavedError(description: "\($0)") })
-        }
-        self.stream = stream
     }
 
     deinit {
-        if isOpen { stream.close() }
+        close()
     }
 
-    /// Writes every byte of `buffer`.
-    /// - Parameters:
-    ///   - buffer: the bytes; an empty buffer writes nothing (a zero-length write would end the stream).
-    ///   - downloadURL: for error messages.
+    /// Writes every byte of `buffer`, appended (`offset` nil) or at `offset`.
     /// - Throws: `DownloadError.fileSystem` on a write error (disk full, I/O error, …).
-    func write(_ buffer: UnsafeRawBufferPointer, downloadURL: URL) throws(DownloadError) {
-        guard var pointer = buffer.baseAddress?.assumingMemoryBound(to: UInt8.self), buffer.count > 0 else { return }
-        var remaining = buffer.count
-        while remaining > 0 {
-            let written = stream.write(pointer, maxLength: remaining)
-            if written <= 0 {
-                // Read streamError only in the error state: it force-unwraps otherwise.
-                let underlying = stream.streamStatus == .error ? stream.streamError : nil
-                let reason = underlying.map { "\($0.localizedDescription)" } ?? "the stream accepted no bytes"
+    func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64? = nil, downloadURL: URL) throws(DownloadError) {
+        guard let base = buffer.baseAddress, buffer.count > 0, descriptor >= 0 else { return }
+        var done = 0
+        while done < buffer.count {
+            let written =
+                if let offset {
+                    pwrite(descriptor, base + done, buffer.count - done, off_t(offset) + off_t(done))
+                } else {
+                    posixWrite(descriptor, base + done, buffer.count - done)
+                }
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else {
+                let reason = written < 0 ? POSIXError.current.localizedDescription : "no bytes accepted"
                 throw .fileSystem(
                     downloadURL, reason: "writing \(fileURL.lastPathComponent) failed: \(reason)",
-                    underlying: underlying.map { SavedError(description: "\($0)") })
+                    underlying: written < 0 ? POSIXError.current : nil)
             }
-            pointer += written
-            remaining -= written
-            bytesWritten += Int64(written)
+            done += written
         }
     }
 
-    /// Closes the stream. Idempotent.
+    /// Appends chunks with as few system calls as possible (`writev(2)`, up to 1024 chunks at a time).
+    /// - Returns: how many bytes were written, all of them unless `failure` is set (then the bytes before it were).
+    func append(_ chunks: [Data], downloadURL: URL) -> (written: Int64, failure: DownloadError?) {
+        var written: Int64 = 0
+        var start = 0
+        while start < chunks.count {
+            let end = min(chunks.count, start + Self.maximumChunksPerCall)
+            var vectors: [iovec] = []
+            vectors.reserveCapacity(end - start)
+            let outcome = Self.withPinned(chunks[start..<end], &vectors) { vectors in
+                writeAll(vectors, downloadURL: downloadURL)
+            }
+            written += outcome.written
+            if let failure = outcome.failure { return (written, failure) }
+            start = end
+        }
+        return (written, nil)
+    }
+
+    /// The most chunks one `writev(2)` takes (`IOV_MAX` on Linux and macOS).
+    static let maximumChunksPerCall = 1024
+
+    /// Runs `body` with the chunks' bytes pinned as `iovec`s.
+    private static func withPinned<Result>(
+        _ chunks: ArraySlice<Data>, _ vectors: inout [iovec], _ body: ([iovec]) -> Result
+    ) -> Result {
+        guard let first = chunks.first else { return body(vectors) }
+        return first.withUnsafeBytes { buffer in
+            vectors.append(
+                iovec(iov_base: UnsafeMutableRawPointer(mutating: buffer.baseAddress), iov_len: buffer.count))
+            return withPinned(chunks.dropFirst(), &vectors, body)
+        }
+    }
+
+    /// Writes every byte the vectors describe, looping on short writes and `EINTR`.
+    private func writeAll(_ vectors: [iovec], downloadURL: URL) -> (written: Int64, failure: DownloadError?) {
+        var vectors = vectors.filter { $0.iov_len > 0 }
+        var index = 0
+        var written: Int64 = 0
+        while index < vectors.count {
+            let count = vectors[index...].withUnsafeBufferPointer { buffer in
+                writev(descriptor, buffer.baseAddress, Int32(buffer.count))
+            }
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let reason = count < 0 ? POSIXError.current.localizedDescription : "no bytes accepted"
+                return (
+                    written,
+                    .fileSystem(
+                        downloadURL, reason: "writing \(fileURL.lastPathComponent) failed: \(reason)",
+                        underlying: count < 0 ? POSIXError.current : nil)
+                )
+            }
+            written += Int64(count)
+            var left = count
+            while left > 0 && index < vectors.count {
+                if left >= vectors[index].iov_len {
+                    left -= vectors[index].iov_len
+                    index += 1
+                } else {
+                    vectors[index].iov_base += left
+                    vectors[index].iov_len -= left
+                    left = 0
+                }
+            }
+        }
+        return (written, nil)
+    }
+
+    /// Closes the file. Idempotent.
     func close() {
-        guard isOpen else { return }
-        isOpen = false
-        stream.close()
+        guard descriptor >= 0 else { return }
+        _ = closeDescriptor(descriptor)
+        descriptor = -1
     }
 }

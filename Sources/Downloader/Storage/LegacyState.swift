@@ -1,5 +1,13 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// The layout before the state folder: `receipts.json` at the directory's root and partial files in `downloading/`
 /// (`KEY.part`, `KEY.part.json`). A manager opening such a directory takes it over: the receipts become journal
 /// entries, the partial files move into the state folder, and the old files are deleted.
@@ -22,7 +30,8 @@ enum LegacyState {
     ///   not be taken over.
     static func migrate(_ directory: DownloadDirectory) -> (entries: [JournalEntry], problems: [String]) {
         let receipts = directory.root.appendingPathComponent("receipts.json")
-        guard let data = try? Data(contentsOf: receipts),
+        // Only a regular file and a real folder are taken over: links could bring someone else's files in.
+        guard isRegularFile(receipts), let data = try? Data(contentsOf: receipts),
             let old = try? JSONDecoder().decode(FileFormat.self, from: data), old.version == 1
         else { return ([], []) }
         var entries: [JournalEntry] = []
@@ -47,24 +56,33 @@ enum LegacyState {
         }
         // The partial files and their saved state move into the state folder.
         let downloading = directory.root.appendingPathComponent("downloading", isDirectory: true)
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: downloading.path)) ?? []
+        var info = stat()
+        let isFolder = lstat(downloading.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR
+        let names = isFolder ? (try? FileManager.default.contentsOfDirectory(atPath: downloading.path)) ?? [] : []
         for name in names {
             let source = downloading.appendingPathComponent(name)
-            let target: URL
+            let target: String
             if name.hasSuffix(".part.json") {
-                target = directory.partialArea.appendingPathComponent(String(name.dropLast(10)) + ".state")
+                target = String(name.dropLast(10)) + ".state"
             } else if name.hasSuffix(".part") {
-                target = directory.partialArea.appendingPathComponent(name)
+                target = name
             } else {
                 continue
             }
-            if rename(source.path, target.path) != 0 { problems.append("cannot move \(source.path)") }
+            guard isRegularFile(source), DownloadDirectory.key(ofPartialName: target) != nil else { continue }
+            if directory.state.moveIn(from: source, to: target, in: .partial) != 0 {
+                problems.append("cannot move \(source.path)")
+            }
         }
-        AtomicFile.removeOrphans(in: downloading)
+        if isFolder { AtomicFile.removeOrphans(in: downloading) }
         try? FileManager.default.removeItem(at: receipts)
-        if (try? FileManager.default.contentsOfDirectory(atPath: downloading.path))?.isEmpty ?? false {
-            try? FileManager.default.removeItem(at: downloading)
-        }
+        if isFolder { rmdir(downloading.path) }  // only when empty
         return (entries, problems)
+    }
+
+    /// Whether a path is a regular file itself (not a link to one).
+    private static func isRegularFile(_ url: URL) -> Bool {
+        var info = stat()
+        return lstat(url.path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFREG
     }
 }

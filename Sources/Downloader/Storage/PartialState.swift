@@ -1,7 +1,8 @@
 import Foundation
 
 /// What must survive a crash to resume a partial file: how far the hash got, and which version of the resource the
-/// bytes belong to. Saved atomically beside the partial file at every window and whenever a transfer stops.
+/// bytes belong to. Saved atomically beside the partial file at every window and whenever a transfer stops, only
+/// after the bytes it counts are durable (`fdatasync`), with a checksum of its own and the partial file's identity.
 struct PartialState: Codable, Sendable, Equatable {
     /// The download's URL (a check that the state belongs to this file).
     var url: URL
@@ -24,11 +25,16 @@ struct PartialState: Codable, Sendable, Equatable {
     /// For a file fetched in segments: the byte ranges written after the first `hashedLength` bytes (sorted,
     /// disjoint, not touching it); `nil` for a file written from its start only.
     var segments: [Range<Int64>]?
+    /// The partial file as it was when the state was saved; `nil` in states of earlier versions.
+    var file: FileIdentity?
+    /// The machine's boot when the state was saved (`Boot.identifier`).
+    var boot: String?
 
     init(
         url: URL, hashedLength: Int64, hash: StreamingHash?, validators: Validators, totalLength: Int64?,
         rangesSupported: Bool, suggestedFilename: String? = nil, announced: [Checksum] = [],
-        restartedAfterMismatch: Bool = false, segments: [Range<Int64>]? = nil
+        restartedAfterMismatch: Bool = false, segments: [Range<Int64>]? = nil, file: FileIdentity? = nil,
+        boot: String? = nil
     ) {
         self.url = url
         self.hashedLength = hashedLength
@@ -40,11 +46,13 @@ struct PartialState: Codable, Sendable, Equatable {
         self.announced = announced
         self.restartedAfterMismatch = restartedAfterMismatch
         self.segments = segments
+        self.file = file
+        self.boot = boot
     }
 
     private enum CodingKeys: String, CodingKey {
         case url, hashedLength, hash, validators, totalLength, rangesSupported, suggestedFilename, announced
-        case restartedAfterMismatch, segments
+        case restartedAfterMismatch, segments, file, boot
         case md5, announcedMD5  // written by earlier versions
     }
 
@@ -65,6 +73,8 @@ struct PartialState: Codable, Sendable, Equatable {
                 ?? [])
         restartedAfterMismatch = try container.decodeIfPresent(Bool.self, forKey: .restartedAfterMismatch) ?? false
         segments = try container.decodeIfPresent([Range<Int64>].self, forKey: .segments)
+        file = try container.decodeIfPresent(FileIdentity.self, forKey: .file)
+        boot = try container.decodeIfPresent(String.self, forKey: .boot)
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -79,31 +89,64 @@ struct PartialState: Codable, Sendable, Equatable {
         try container.encode(announced, forKey: .announced)
         try container.encode(restartedAfterMismatch, forKey: .restartedAfterMismatch)
         try container.encodeIfPresent(segments, forKey: .segments)
+        try container.encodeIfPresent(file, forKey: .file)
+        try container.encodeIfPresent(boot, forKey: .boot)
     }
 
-    /// Reads a saved state; a missing, unreadable or foreign one is `nil` (the partial file is then not trusted).
-    static func load(from file: URL, for url: URL) -> PartialState? {
-        guard let data = try? Data(contentsOf: file),
-            let state = try? JSONDecoder().decode(PartialState.self, from: data), state.url == url
-        else { return nil }
-        return state
+    /// What reading a saved state found.
+    enum Loaded: Sendable, Equatable {
+        /// There is none.
+        case missing
+        /// A state whose checksum matches (or, from an earlier version, one without a checksum: its `file` is then
+        /// `nil` and its segments are dropped, so nothing of it is trusted without hashing it again).
+        case valid(PartialState)
+        /// A state that must not be used: changed or torn (its checksum does not match), unreadable, or another
+        /// URL's.
+        case unusable(reason: String)
     }
 
-    /// Whether a saved state exists (readable or not) at `file`.
-    static func exists(at file: URL) -> Bool {
-        FileManager.default.fileExists(atPath: file.path)
+    /// The file's form: the state and the SHA-256 of its canonical encoding.
+    private struct Envelope: Codable {
+        var state: PartialState
+        var sha256: String
     }
 
-    /// Saves atomically (temporary file, then rename).
-    /// - Throws: `DownloadError.fileSystem`.
-    func save(to file: URL) throws(DownloadError) {
-        do {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.sortedKeys]
-            try AtomicFile.write(encoder.encode(self), to: file)
-        } catch {
-            throw .fileSystem(
-                url, reason: "cannot save the transfer state \(file.lastPathComponent): \(error.localizedDescription)")
+    /// The canonical encoding the checksum covers (sorted keys: the same state always gives the same bytes).
+    private func canonical() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(self)
+    }
+
+    /// The bytes saved: the state with its checksum.
+    func encoded() throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        return try encoder.encode(Envelope(state: self, sha256: SHA256.hash(data: Array(canonical())).hexString))
+    }
+
+    /// Reads saved bytes.
+    static func decode(_ data: Data, for url: URL) -> Loaded {
+        let decoder = JSONDecoder()
+        if let envelope = try? decoder.decode(Envelope.self, from: data) {
+            guard let canonical = try? envelope.state.canonical(),
+                SHA256.hash(data: Array(canonical)).hexString == envelope.sha256
+            else { return .unusable(reason: "its checksum does not match (it was changed, or torn by a crash)") }
+            guard envelope.state.url == url else { return .unusable(reason: "it belongs to another URL") }
+            return .valid(envelope.state)
         }
+        guard var state = try? decoder.decode(PartialState.self, from: data) else {
+            return .unusable(reason: "it cannot be read")
+        }
+        guard state.url == url else { return .unusable(reason: "it belongs to another URL") }
+        // An earlier version's state has no checksum: its hash is checked against the file before any byte is used,
+        // and a segment list (which nothing could check) is not used.
+        state.file = nil
+        if state.segments != nil {
+            state.segments = nil
+            state.hashedLength = 0
+            state.hash = state.hash.map { StreamingHash($0.algorithm) }
+        }
+        return .valid(state)
     }
 }

@@ -22,8 +22,13 @@ import Foundation
 ///
 /// A write that fails (a full disk) is undone (the file is cut back to its last whole line), reported through
 /// `lastSaveError` and the `onSaveError` handler, and retried with the next change and every second until it
-/// succeeds. All state is confined to one serial queue.
+/// succeeds. All state is confined to one serial queue. The file is reached through the state folder's descriptor:
+/// a `journal` planted as a symbolic link is refused, never read or written through.
 final class ReceiptJournal: @unchecked Sendable {
+    /// The journal's name in the state folder.
+    static let name = "journal"
+    let folder: StateFolder
+    /// The journal, for messages and events.
     let file: URL
     /// The last error while saving, `nil` once a save succeeds again.
     let lastSaveError = Locked<DownloadError?>(nil)
@@ -47,23 +52,27 @@ final class ReceiptJournal: @unchecked Sendable {
     private var retryScheduled = false
     private var isClosed = false
 
-    private init(file: URL, onSaveError: @escaping @Sendable (DownloadError?) -> Void) {
-        self.file = file
+    private init(folder: StateFolder, onSaveError: @escaping @Sendable (DownloadError?) -> Void) {
+        self.folder = folder
+        file = folder.url(of: Self.name, in: .state)
         self.onSaveError = onSaveError
     }
 
-    /// Opens (creating with mode 0600) and reads a journal.
+    /// Opens (creating with mode 0600) and reads the journal of a state folder.
     /// - Parameters:
-    ///   - file: the journal.
+    ///   - folder: the state folder.
     ///   - onSaveError: told when saving starts failing (with the error) and when it works again (`nil`).
     /// - Returns: the journal, the latest entry of each download still present (in the order they first appeared),
     ///   and a description of lines that could not be read (skipped), if any.
-    /// - Throws: `DownloadError.fileSystem` when the file cannot be opened.
+    /// - Throws: `DownloadError.fileSystem` when the file cannot be opened, or is a symbolic link.
     static func open(
-        _ file: URL, onSaveError: @escaping @Sendable (DownloadError?) -> Void = { _ in }
+        _ folder: StateFolder, onSaveError: @escaping @Sendable (DownloadError?) -> Void = { _ in }
     ) throws(DownloadError) -> (journal: ReceiptJournal, entries: [JournalEntry], problem: String?) {
-        let journal = ReceiptJournal(file: file, onSaveError: onSaveError)
-        let data = readRegularFile(file)
+        let journal = ReceiptJournal(folder: folder, onSaveError: onSaveError)
+        let file = journal.file
+        // Opened before it is read: a journal that is not ours is refused before anything of it is used.
+        try journal.openForAppending(truncatingTo: nil)
+        let data = journal.readWhole()
         var skipped = 0
         var wholeBytes = 0
         var removed = Set<String>()
@@ -112,7 +121,8 @@ final class ReceiptJournal: @unchecked Sendable {
             if let placement = entry.placement { journal.placements[key] = placement }
         }
         journal.order.removeAll { journal.index[$0] == nil }
-        try journal.openForAppending(truncatingTo: wholeBytes)
+        _ = ftruncate(journal.fd, off_t(wholeBytes))  // drops a line torn by a crash
+        journal.fileBytes = wholeBytes
         journal.queue.sync { journal.compactIfLarge() }
         let problem = skipped > 0 ? "\(skipped) unreadable line\(skipped == 1 ? "" : "s") in \(file.path) skipped" : nil
         return (journal, entries, problem)
@@ -162,22 +172,36 @@ final class ReceiptJournal: @unchecked Sendable {
 
     // MARK: - Queue
 
-    private static func readRegularFile(_ file: URL) -> Data {
-        // Only a regular file is read (a device such as /dev/full would never end).
-        var info = stat()
-        guard stat(file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return Data() }
-        return (try? Data(contentsOf: file)) ?? Data()
+    /// The journal's bytes (only a regular file is read: a device such as /dev/full would never end).
+    private func readWhole() -> Data {
+        folder.read(Self.name, in: .state) ?? Data()
     }
 
-    private func openForAppending(truncatingTo length: Int) throws(DownloadError) {
-        let descriptor = posixOpen(file.path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            throw .fileSystem(file, reason: "cannot open \(file.path): \(POSIXError.current.localizedDescription)")
+    /// Opens the journal for appending, cut back to `length` bytes when given (a line torn by a crash is dropped).
+    private func openForAppending(truncatingTo length: Int?) throws(DownloadError) {
+        let descriptor: Int32
+        do {
+            descriptor = try folder.openFile(Self.name, in: .state, flags: O_WRONLY | O_CREAT | O_APPEND)
+        } catch let error as DownloadError {
+            throw error
+        } catch let error as POSIXError where error.code == .ELOOP {
+            throw .fileSystem(
+                file, reason: "\(file.path) is a symbolic link: download state is never reached through one; remove it")
+        } catch {
+            throw .fileSystem(file, reason: "cannot open \(file.path): \(error.localizedDescription)")
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
+            _ = posixClose(descriptor)
+            throw .fileSystem(file, reason: "\(file.path) is not a regular file")
         }
         _ = fchmod(descriptor, 0o600)
-        _ = ftruncate(descriptor, off_t(length))  // drops a line torn by a crash
+        if fd >= 0 { _ = posixClose(fd) }
         fd = descriptor
-        fileBytes = length
+        if let length {
+            _ = ftruncate(descriptor, off_t(length))
+            fileBytes = length
+        }
     }
 
     /// Queues new lines after any that are still unsaved, then writes them all.
@@ -285,7 +309,7 @@ final class ReceiptJournal: @unchecked Sendable {
 
     /// Atomically replaces the file with each live download's latest line, copied as bytes (nothing is decoded).
     private func compact() {
-        let data = Self.readRegularFile(file)
+        let data = readWhole()
         order.removeAll { index[$0] == nil }
         var content = Data()
         var moved: [String: Range<Int>] = [:]
@@ -295,14 +319,12 @@ final class ReceiptJournal: @unchecked Sendable {
             content.append(data[range])
         }
         do {
-            try AtomicFile.write(content, to: file, mode: 0o600, durable: true)
+            try folder.write(content, to: Self.name, in: .state, durable: true)
         } catch {
             report(
                 .fileSystem(file, reason: "cannot rewrite the receipts in \(file.path): \(error.localizedDescription)"))
             return
         }
-        if fd >= 0 { _ = posixClose(fd) }
-        fd = -1
         try? openForAppending(truncatingTo: content.count)
         index = moved
         order.removeAll { moved[$0] == nil }
@@ -311,21 +333,6 @@ final class ReceiptJournal: @unchecked Sendable {
 }
 
 @inline(__always)
-private func posixOpen(_ path: String, _ flags: Int32, _ mode: mode_t) -> Int32 {
-    open(path, flags, mode)
-}
-
-@inline(__always)
 private func posixClose(_ fd: Int32) -> Int32 {
     close(fd)
-}
-
-/// `fdatasync(2)` where there is one, else `fsync(2)`.
-@inline(__always)
-func syncData(_ fd: Int32) -> Int32 {
-    #if os(Linux)
-        return fdatasync(fd)
-    #else
-        return fsync(fd)
-    #endif
 }

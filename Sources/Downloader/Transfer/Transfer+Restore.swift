@@ -1,5 +1,13 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 #if canImport(FoundationNetworking)
     import FoundationNetworking
 #endif
@@ -45,90 +53,135 @@ extension Transfer {
             throw error
         case .cancelled:
             throw .cancelled(url)
-        case .restartFromZero, .unsatisfiable:
+        case .restartFromZero, .unsatisfiable, .diskBehind:
             return nil
         }
     }
 
-    /// Picks up the partial file before the job's first command: with a saved state of the same version, continue its
-    /// hash (re-hashing only the bytes written after the last checkpoint); otherwise start from an empty file.
+    /// Picks up the partial file before the job's first command.
+    ///
+    /// The rules, so that a file reported verified is always the bytes on disk:
+    /// - A saved state that fails its own checksum (edited, torn), names another URL, or lists segments the file
+    ///   cannot have is not used: a warning, and the file starts again from byte 0.
+    /// - A partial file exactly as its state saw it (length, inode and modification time: a clean stop) continues
+    ///   from the saved hash.
+    /// - A partial file changed since (bytes written after the state before a crash, a power loss, an edit) is used
+    ///   only once hashing its first bytes again from disk gives the saved hash; otherwise it starts from byte 0.
+    ///   After that check, the bytes after the hashed ones are kept when the machine has not restarted since the state
+    ///   was saved (the page cache still holds what this process wrote); after a restart only the synced bytes the
+    ///   state counts are (the file is cut back to them). Listed segments were synced before their state was saved
+    ///   and are kept.
     /// - Returns: the network side's starting position.
     func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) -> TransferPosition {
-        let length = FileManager.default.sizeOfItem(at: job.partialFile)
-        if let saved = PartialState.load(from: job.stateFile, for: url), let length {
-            var sameVersion = true
-            if let probe {
-                if probe.validators.differs(from: saved.validators) { sameVersion = false }
-                if let now = probe.totalLength, let before = saved.totalLength, now != before { sameVersion = false }
-            }
-            if sameVersion {
-                var metadata = ResourceMetadata()
-                metadata.validators =
-                    saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
-                metadata.totalLength = saved.totalLength ?? probe?.totalLength
-                metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
-                metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
-                metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced
-                metadata.restartedAfterMismatch = saved.restartedAfterMismatch
-                if let total = metadata.totalLength, length > total { return startOver(job, probe: probe) }
-                if let segments = saved.segments {
-                    guard let total = metadata.totalLength else { return startOver(job, probe: probe) }
-                    return try restoreSegments(
-                        job, saved: saved, segments: segments, metadata: metadata, length: min(length, total))
-                }
-                // The saved hash continues where it stopped; a file hashed with another algorithm than the one now
-                // wanted (a new expectation), or not hashed at all, is hashed again from byte 0.
-                let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
-                var hash: StreamingHash?
-                if let wanted {
-                    if let savedHash = saved.hash, savedHash.algorithm == wanted, saved.hashedLength <= length {
-                        hash = savedHash
-                        try rehash(&hash!, of: job.partialFile, from: saved.hashedLength, to: length)
-                    } else {
-                        hash = StreamingHash(wanted)
-                        try rehash(&hash!, of: job.partialFile, from: 0, to: length)
-                    }
-                }
-                job.resume(at: length, hash: hash)
-                try job.checkpoint(metadata, segments: nil)
-                var position = TransferPosition()
-                position.resume(at: length)
-                position.metadata = metadata
-                return position
+        let saved: PartialState
+        switch job.files.loadState() {
+        case .missing:
+            return startOver(job, probe: probe)
+        case .unusable(let reason):
+            warn("the saved state of \(job.files.partialName) was not used (\(reason)); starting from byte 0")
+            return startOver(job, probe: probe)
+        case .valid(let state):
+            saved = state
+        }
+        guard let identity = job.files.partialIdentity else { return startOver(job, probe: probe) }
+        if let probe {
+            if probe.validators.differs(from: saved.validators) { return startOver(job, probe: probe) }
+            if let now = probe.totalLength, let before = saved.totalLength, now != before {
+                return startOver(job, probe: probe)
             }
         }
-        return startOver(job, probe: probe)
+        var metadata = ResourceMetadata()
+        metadata.validators = saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
+        metadata.totalLength = saved.totalLength ?? probe?.totalLength
+        metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
+        metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
+        metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced
+        metadata.restartedAfterMismatch = saved.restartedAfterMismatch
+        if let total = metadata.totalLength, identity.size > total { return startOver(job, probe: probe) }
+        guard saved.hashedLength <= identity.size else {
+            warn("\(job.files.partialName) is shorter than its saved state; starting from byte 0")
+            return startOver(job, probe: probe)
+        }
+        if let segments = saved.segments {
+            guard let total = metadata.totalLength,
+                Self.segmentsAreValid(segments, after: saved.hashedLength, within: min(identity.size, total))
+            else {
+                warn("the saved segments of \(job.files.partialName) do not fit the file; starting from byte 0")
+                return startOver(job, probe: probe)
+            }
+        }
+        // The algorithm now wanted: a new expectation may ask for another one than the saved hash's.
+        let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
+        var length = identity.size
+        var hash: StreamingHash?
+        if saved.file == identity || saved.hash == nil {
+            // As the state left it (or never hashed, so nothing to check it with: the receipt then says so).
+            if let wanted {
+                if let savedHash = saved.hash, savedHash.algorithm == wanted {
+                    hash = savedHash
+                } else {
+                    hash = StreamingHash(wanted)
+                    try rehash(job, into: &hash!, from: 0, to: saved.hashedLength)
+                }
+            }
+        } else {
+            let savedHash = saved.hash!
+            var check = StreamingHash(savedHash.algorithm)
+            var other = wanted.flatMap { $0 == savedHash.algorithm ? nil : StreamingHash($0) }
+            try rehash(job, into: &check, and: &other, from: 0, to: saved.hashedLength)
+            guard check == savedHash else {
+                warn(
+                    "the first \(saved.hashedLength) bytes of \(job.files.partialName) are not the bytes that were "
+                        + "saved (changed on disk); starting from byte 0")
+                return startOver(job, probe: probe)
+            }
+            hash = wanted == nil ? nil : (other ?? check)
+            let sameBoot = saved.boot != nil && saved.boot == Boot.identifier
+            if !sameBoot && saved.segments == nil {
+                length = saved.hashedLength
+                try truncatePartial(job, to: length)
+            }
+        }
+        if let segments = saved.segments {
+            return try restoreSegments(
+                job, hashedLength: saved.hashedLength, hash: hash, segments: segments, metadata: metadata)
+        }
+        if hash != nil { try rehash(job, into: &hash!, from: saved.hashedLength, to: length) }
+        job.resume(at: length, hash: hash)
+        try job.checkpoint(metadata, segments: nil)
+        var position = TransferPosition()
+        position.resume(at: length)
+        position.metadata = metadata
+        return position
     }
 
-    /// Picks up a file fetched in segments: the saved hash covers its first bytes, the listed ranges after them are on
-    /// disk (a range the file is too short for, or that overlaps another, is fetched again), and the ranges that
-    /// join the hashed bytes are hashed now.
+    /// Whether a saved segment list can describe the file: non-empty ranges inside its length, sorted and apart, the
+    /// first starting no earlier than the hashed bytes end (a file not hashed lists its first bytes from 0).
+    static func segmentsAreValid(_ segments: [Range<Int64>], after hashed: Int64, within length: Int64) -> Bool {
+        var previousEnd: Int64?
+        for range in segments {
+            guard !range.isEmpty, range.lowerBound >= hashed, range.upperBound <= length,
+                previousEnd.map({ range.lowerBound > $0 }) ?? true
+            else { return false }
+            previousEnd = range.upperBound
+        }
+        return true
+    }
+
+    /// Picks up a file fetched in segments: `hash` covers its first `hashedLength` bytes, the listed ranges after them
+    /// are on disk, and the ranges that join the hashed bytes are hashed now.
     private func restoreSegments(
-        _ job: TransferJob, saved: PartialState, segments: [Range<Int64>], metadata: ResourceMetadata, length: Int64
+        _ job: TransferJob, hashedLength: Int64, hash: StreamingHash?, segments: [Range<Int64>],
+        metadata: ResourceMetadata
     ) throws(DownloadError) -> TransferPosition {
-        var written: [Range<Int64>] = []
-        for range in segments.sorted(by: { $0.lowerBound < $1.lowerBound })
-        where range.lowerBound >= 0 && range.upperBound <= length && !range.isEmpty {
-            if let last = written.last, range.lowerBound < last.upperBound { continue }
-            written.append(range)
-        }
-        let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
-        var hashed = min(saved.hashedLength, length)
-        var hash: StreamingHash?
-        if let wanted {
-            if let savedHash = saved.hash, savedHash.algorithm == wanted, saved.hashedLength <= length {
-                hash = savedHash
-            } else {
-                hash = StreamingHash(wanted)
-                hashed = 0
-            }
-        }
-        var watermark = saved.hashedLength <= length ? saved.hashedLength : 0
+        var written = segments
+        var hash = hash
+        var watermark = hashedLength
         while let first = written.first, first.lowerBound <= watermark {
             watermark = max(watermark, first.upperBound)
             written.removeFirst()
         }
-        if hash != nil { try rehash(&hash!, of: job.partialFile, from: hashed, to: watermark) }
+        if hash != nil { try rehash(job, into: &hash!, from: hashedLength, to: watermark) }
         job.resume(at: watermark, hash: hash, written: written)
         try job.checkpoint(metadata, segments: written)
         var position = TransferPosition()
@@ -161,41 +214,42 @@ extension Transfer {
     ) async throws(DownloadError) -> Data {
         if let bytes = position.lastBytes(count) { return bytes }
         if let failure = await job.drained() { throw failure }
-        do {
-            let handle = try FileHandle(forReadingFrom: job.partialFile)
-            defer { try? handle.close() }
-            try handle.seek(toOffset: UInt64(job.offset - Int64(count)))
-            let data = try handle.read(upToCount: count) ?? Data()
-            guard data.count == count else { throw DownloadError.fileSystem(url, reason: "the partial file is short") }
-            return data
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw .fileSystem(url, reason: "cannot read the partial file: \(error.localizedDescription)")
+        var data = Data()
+        let fd = try job.files.openPartial(.read)
+        defer { _ = closeDescriptor(fd) }
+        try TransferJob.read(fd, from: job.offset - Int64(count), to: job.offset, file: job.files.partialURL, url: url)
+        {
+            data.append(contentsOf: $0)
+        }
+        return data
+    }
+
+    /// Feeds bytes `from..<to` of the partial file into `hash`, and into `other` when there is one.
+    func rehash(
+        _ job: TransferJob, into hash: inout StreamingHash, and other: inout StreamingHash?, from: Int64, to: Int64
+    ) throws(DownloadError) {
+        guard to > from else { return }
+        let fd = try job.files.openPartial(.read)
+        defer { _ = closeDescriptor(fd) }
+        try TransferJob.read(fd, from: from, to: to, file: job.files.partialURL, url: url) { bytes in
+            hash.update(bufferPointer: bytes)
+            other?.update(bufferPointer: bytes)
         }
     }
 
-    /// Feeds bytes `from..<to` of `file` into the hash, 1 MiB at a time.
-    func rehash(_ hash: inout StreamingHash, of file: URL, from: Int64, to: Int64) throws(DownloadError) {
-        guard to > from else { return }
-        do {
-            let handle = try FileHandle(forReadingFrom: file)
-            defer { try? handle.close() }
-            try handle.seek(toOffset: UInt64(from))
-            var position = from
-            while position < to {
-                let count = Int(min(1 << 20, to - position))
-                guard let data = try handle.read(upToCount: count), !data.isEmpty else { break }
-                data.withUnsafeBytes { hash.update(bufferPointer: $0) }
-                position += Int64(data.count)
-            }
-            guard position == to else {
-                throw DownloadError.fileSystem(url, reason: "the partial file ended at \(position) while re-hashing")
-            }
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw .fileSystem(url, reason: "cannot read the partial file: \(error.localizedDescription)")
+    /// Feeds bytes `from..<to` of the partial file into `hash`.
+    func rehash(_ job: TransferJob, into hash: inout StreamingHash, from: Int64, to: Int64) throws(DownloadError) {
+        var none: StreamingHash?
+        try rehash(job, into: &hash, and: &none, from: from, to: to)
+    }
+
+    /// Cuts the partial file back to its first `length` bytes (the ones a saved hash vouches for).
+    private func truncatePartial(_ job: TransferJob, to length: Int64) throws(DownloadError) {
+        let fd = try job.files.openPartial(.positional)
+        defer { _ = closeDescriptor(fd) }
+        guard ftruncate(fd, off_t(length)) == 0 else {
+            throw .fileSystem(
+                url, reason: "cannot shorten \(job.files.partialName): \(POSIXError.current.localizedDescription)")
         }
     }
 }

@@ -126,6 +126,9 @@ extension Transfer {
             case .failed(let error):
                 plan.withLock { $0.failed(connection, received: sink.received) }
                 return .failed(error)
+            case .diskBehind:  // only a whole-file response ends so; a segment is never one
+                plan.withLock { $0.failed(connection, received: sink.received) }
+                return .failed(.invalidResponse(url, reason: "a segment was answered with a whole file"))
             case .cancelled:
                 plan.withLock { $0.failed(connection, received: sink.received) }
                 return .cancelled

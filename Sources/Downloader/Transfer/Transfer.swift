@@ -51,6 +51,9 @@ final class Transfer: Sendable {
         /// The smallest segment of a download fetched over several connections (and the smallest part a connection
         /// takes over from another).
         var minimumSegmentSize: Int64 = 4 << 20
+        /// The most received bytes that may wait for the disk while a whole file streams in one response (a server
+        /// that ignores Range, or a body without a length); beyond it the response ends (see `RequestEnd.diskBehind`).
+        var maximumUnwrittenBytes: Int64 = 32 << 20
     }
 
     let url: URL
@@ -65,6 +68,8 @@ final class Transfer: Sendable {
     let willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)?
     /// Bandwidth limits this transfer keeps (its own, the manager's): each Range window waits for its turn.
     let limiters: [BandwidthLimiter]
+    /// Told when bytes on disk could not be trusted and were not used (the download goes on without them).
+    let warn: @Sendable (String) -> Void
     private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
 
     /// Creates a transfer; nothing happens until `run()`.
@@ -82,6 +87,7 @@ final class Transfer: Sendable {
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
         configuration: Configuration = Configuration(), replacing: URL? = nil,
         willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)? = nil, limiters: [BandwidthLimiter] = [],
+        warn: @escaping @Sendable (String) -> Void = { _ in },
         progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
     ) {
         self.url = url
@@ -92,6 +98,7 @@ final class Transfer: Sendable {
         self.replacing = replacing
         self.willPlace = willPlace
         self.limiters = limiters
+        self.warn = warn
         self.progress = progress
     }
 
@@ -103,14 +110,21 @@ final class Transfer: Sendable {
         let expected = try options.expectation()
         try directory.createAreas()
         let job = TransferJob(
-            url: url, partialFile: directory.partialFile(for: url), stateFile: directory.stateFile(for: url),
-            expectation: expected, hashesByDefault: options.computesMD5, progress: progress)
+            url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
+            hashesByDefault: options.computesMD5, progress: progress)
         defer { job.closeFile() }
 
-        // A HEAD only when there is a partial file to resume: it tells whether the saved bytes are still the
-        // current version before they are re-hashed. A fresh download learns the same from its first GET.
-        let probed = PartialState.exists(at: job.stateFile)
-        let probe = probed ? try await self.probe() : nil
+        // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current
+        // version before they are re-hashed), or a file this URL delivered earlier (it tells whether that file is
+        // still current: then it is the answer). A fresh download learns the same from its first GET.
+        var probed = job.files.hasState
+        var probe = probed ? try await self.probe() : nil
+        var ownFile: URL?
+        if !probed, replacing == nil, let recorded = recordedFile() {
+            let reused = try await reuse(recorded, expected: expected)
+            if let result = reused.result { return result }
+            (probe, probed, ownFile) = (reused.probe, true, recorded.url)
+        }
         var position = try restore(job, probe: probe)
         let resumedBytes = position.offset
         var restarts = 0
@@ -135,7 +149,7 @@ final class Transfer: Sendable {
                 throw .invalidResponse(url, reason: "the file has \(job.offset) bytes, the server announced \(total)")
             }
             // The digest covers the bytes as they arrived; the file must hold exactly those.
-            if let onDisk = FileManager.default.sizeOfItem(at: job.partialFile), onDisk != job.offset {
+            if let onDisk = job.files.partialSize, onDisk != job.offset {
                 job.discardFiles()
                 throw .fileSystem(url, reason: "the partial file has \(onDisk) bytes where \(job.offset) were written")
             }
@@ -158,7 +172,7 @@ final class Transfer: Sendable {
                 }
             let fileURL: URL
             do {
-                fileURL = try complete(job, metadata: metadata, checksum: computed)
+                fileURL = try complete(job, metadata: metadata, checksum: computed, replacing: replacing ?? ownFile)
             } catch {
                 // The file is whole and verified: a later run only has to move it.
                 try? job.checkpoint(metadata, segments: job.segmentsToSave)
@@ -250,7 +264,7 @@ final class Transfer: Sendable {
             }
             let sink = WindowSink(
                 job: job, position: position, start: requestStart, end: end, ranged: end != nil, overlap: overlap,
-                checkpointInterval: configuration.windowSize)
+                checkpointInterval: configuration.windowSize, maximumUnwritten: configuration.maximumUnwrittenBytes)
             let outcome = await bridge.perform(request, sink: sink)
             position = sink.position  // the request has ended: the network side is ours again
             // Short only once per run: after a restart the whole file is asked for in one window even if libcurl
@@ -289,6 +303,21 @@ final class Transfer: Sendable {
                 try await restart(
                     job, &position, reason: "the server cannot serve bytes from \(position.offset)", &restarts)
                 position.metadata.totalLength = completeLength
+            case .diskBehind:
+                // What arrived is kept; the next windows wait for the disk as windows do. A new version streamed here
+                // counts as a restart: a resource that changes with every request must not loop forever.
+                if sink.isOtherVersion {
+                    restarts += 1
+                    guard restarts <= configuration.maximumRestarts else {
+                        try await stop(
+                            job, position,
+                            with: .fileChanged(
+                                url, reason: "the resource changed with every request; restarted \(restarts - 1) times")
+                        )
+                    }
+                }
+                if let failure = await job.drained() { try await stop(job, position, with: failure) }
+                job.send(.checkpoint(position.metadata))
             case .failed(let error):
                 try await stop(job, position, with: error)
             case .cancelled:
@@ -333,33 +362,6 @@ final class Transfer: Sendable {
         position.startOver()
         job.send(.startOver(announced: []))
         job.send(.checkpoint(metadata))
-    }
-
-    /// Moves the verified partial file into the completed area and forgets its saved state.
-    private func complete(
-        _ job: TransferJob, metadata: ResourceMetadata, checksum: Checksum?
-    ) throws(DownloadError) -> URL {
-        let target: FilePlacement.Target
-        if let replacing, options.destination == nil {
-            target = .replace(replacing)
-        } else {
-            target = directory.placementTarget(for: options, url: url, suggested: metadata.suggestedFilename)
-        }
-        if let destination = options.destination {
-            do {
-                try FileManager.default.createDirectory(
-                    at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            } catch {
-                throw .fileSystem(
-                    url, reason: "cannot create the folder of \(destination.path): \(error.localizedDescription)")
-            }
-        }
-        let suggested = metadata.suggestedFilename
-        let file = try FilePlacement.place(
-            job.partialFile, at: target, length: job.offset, checksum: checksum, downloadURL: url,
-            willClaim: { file in willPlace?(file, job.offset, checksum, suggested) })
-        try? FileManager.default.removeItem(at: job.stateFile)
-        return file
     }
 
     // MARK: - Helpers

@@ -14,7 +14,7 @@ extension TransferJob {
             if positional == nil {
                 writer?.close()  // bytes so far were appended; from now on every byte is written at its offset
                 writer = nil
-                positional = try PositionalWriter(fileURL: partialFile, downloadURL: url)
+                positional = FileWriter(descriptor: try files.openPartial(.positional), fileURL: files.partialURL)
             }
             try Self.withBytes(of: data) { (buffer) throws(DownloadError) in
                 try positional!.write(buffer, at: start, downloadURL: url)
@@ -65,42 +65,6 @@ extension TransferJob {
         let index = kept.firstIndex { $0.lowerBound > merged.lowerBound } ?? kept.endIndex
         kept.insert(merged, at: index)
         beyond = kept
-    }
-
-    /// Hashes bytes `from..<to` (hash queue): first from `memory` (which starts at `from`), then from the file.
-    func hashRange(from: Int64, to: Int64, memory: Data) {
-        guard failure == nil else { return }
-        guard from == hashedOffset else {
-            fail(.fileSystem(url, reason: "internal: hashing from \(from), the hash covers \(hashedOffset) bytes"))
-            return
-        }
-        let fromMemory = min(Int64(memory.count), to - from)
-        if fromMemory > 0, hash != nil {
-            memory.prefix(Int(fromMemory)).withUnsafeBytes { hash!.update(bufferPointer: $0) }
-        }
-        var position = from + fromMemory
-        do {
-            if position < to && hash != nil {
-                if reader == nil { reader = try FileHandle(forReadingFrom: partialFile) }
-                try reader!.seek(toOffset: UInt64(position))
-                while position < to {
-                    let count = Int(min(1 << 20, to - position))
-                    guard let data = try reader!.read(upToCount: count), !data.isEmpty else { break }
-                    data.withUnsafeBytes { hash!.update(bufferPointer: $0) }
-                    position += Int64(data.count)
-                }
-                guard position == to else {
-                    throw DownloadError.fileSystem(url, reason: "the partial file ended at \(position) while hashing")
-                }
-            }
-        } catch let error as DownloadError {
-            fail(error)
-            return
-        } catch {
-            fail(.fileSystem(url, reason: "cannot read the partial file: \(error.localizedDescription)"))
-            return
-        }
-        setHashedOffset(to)
     }
 
     /// Continues a file fetched in segments (before the first command): `hash` covers the first `length` bytes and

@@ -23,21 +23,32 @@ enum DiskCommand: Sendable {
 /// stream of `DiskCommand`s.
 ///
 /// Two serial stages, each the only owner of its fields:
-/// - the `disk` queue takes commands in order, owns the writer, `offset` and `receivedThisRun`, and passes written
+/// - the `disk` queue takes commands in order, owns the writers, `offset` and `receivedThisRun`, and passes written
 ///   bytes on;
 /// - the `hasher` queue owns the hash, `hashedOffset` and the saved state. It gets each batch after the disk wrote it,
 ///   so the hash never covers a byte that is not in the file, and writing the next batch overlaps hashing this one.
+///   It holds at most `hashBacklogLimit` bytes in memory: beyond that the disk hands over only how many bytes it
+///   wrote, and the hasher reads them back from the file when their turn comes, so a body streamed in one response
+///   faster than it can be hashed costs page cache, not memory.
+/// A saved state counts only bytes that are durable: the hasher syncs the partial file (`fdatasync`) before it saves
+/// a state, and records the file's identity, taken just before the sync.
+///
 /// The network side (`Transfer` and the request's sink, see `TransferPosition`) only calls `send(_:)`, which never
-/// blocks, and reads `failure`. `drained()` waits until both stages have done every command; after it, and before
-/// the first command, `Transfer.run()` may read and change every field directly.
+/// blocks, and reads `failure` and `unwrittenBytes`. `drained()` waits until both stages have done every command;
+/// after it, and before the first command, `Transfer.run()` may read and change every field directly.
 final class TransferJob: @unchecked Sendable {
     let url: URL
-    let partialFile: URL
-    let stateFile: URL
+    /// The partial file and its saved state.
+    let files: PartialFiles
     /// The checksum the caller expects: its algorithm is the one hashed.
     let expectation: Checksum?
     /// Whether to hash without an expectation (the server's announced algorithm, else MD5).
     let hashesByDefault: Bool
+    /// The most written bytes the hash stage holds in memory (see the type's summary).
+    let hashBacklogLimit: Int64
+    /// Told, on the hash queue, before each state is saved: its hashed length and the file's length at the last sync
+    /// (tests check that a state never counts a byte that was not synced).
+    var willSave: (@Sendable (_ hashedLength: Int64, _ syncedLength: Int64) -> Void)?
     /// Called on the disk queue after each batch with the bytes in the file and the total if known.
     private let progress: @Sendable (Int64, Int64?) -> Void
     private let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
@@ -45,17 +56,21 @@ final class TransferJob: @unchecked Sendable {
 
     /// The first write or checkpoint error. Commands after it are dropped (fences still open).
     private let error = Locked<DownloadError?>(nil)
-    /// Commands sent and not yet taken by the disk queue, and whether a drain is scheduled on it.
-    private let inbox = Locked((commands: [DiskCommand](), scheduled: false))
-    /// Bytes sent and not yet hashed (held in memory), and the most there ever were.
+    /// Commands sent and not yet taken by the disk queue, whether a drain is scheduled on it, and the bytes of the
+    /// writes among them and being written.
+    private let inbox = Locked((commands: [DiskCommand](), scheduled: false, unwritten: Int64(0)))
+    /// Bytes sent and not yet written and hashed (or handed over as a count): the memory the pipeline holds, and the
+    /// most there ever were.
     private let buffered = Locked((now: Int64(0), peak: Int64(0)))
+    /// Bytes handed to the hasher in memory and not yet hashed.
+    let hashBacklog = Locked<Int64>(0)
 
     // Disk queue.
     var writer: FileWriter?
     /// Bytes in the partial file from byte 0 without a gap (the watermark).
     var offset: Int64 = 0
     /// Segmented: the writer at offsets, and the ranges written after `offset` (sorted, disjoint, not touching it).
-    var positional: PositionalWriter?
+    var positional: FileWriter?
     var beyond: [Range<Int64>] = []
     /// Whether the file is written in segments (its saved state lists them).
     var segmented = false
@@ -66,31 +81,37 @@ final class TransferJob: @unchecked Sendable {
     /// The total length the last described metadata gives (for progress).
     private var total: Int64?
 
-    // Hash queue.
+    // Hash queue (see TransferJob+Hashing.swift).
     /// The running hash; `nil` without hashing.
     var hash: StreamingHash?
     /// Bytes covered by `hash` (or that would be, without hashing); never more than `offset`.
-    private(set) var hashedOffset: Int64 = 0
+    var hashedOffset: Int64 = 0
     /// What checkpoints save, and how often a streamed body saves one.
-    private var described = ResourceMetadata()
-    private var checkpointEvery: Int64?
+    var described = ResourceMetadata()
+    var checkpointEvery: Int64?
     /// `hashedOffset` at the last saved checkpoint.
-    private var checkpointOffset: Int64 = 0
-    /// Reads back bytes that were written out of order when the watermark reaches them.
-    var reader: FileHandle?
+    var checkpointOffset: Int64 = 0
+    /// The partial file opened for reading back (bytes written out of order, or beyond the backlog) and syncing.
+    var reader: Int32 = -1
+    /// The partial file as it was just before its last sync: every byte it covers is durable.
+    var syncedIdentity: FileIdentity?
 
     /// Creates the disk side of a transfer; nothing is opened until the first command.
     init(
-        url: URL, partialFile: URL, stateFile: URL, expectation: Checksum? = nil, hashesByDefault: Bool = true,
-        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+        url: URL, files: PartialFiles, expectation: Checksum? = nil, hashesByDefault: Bool = true,
+        hashBacklogLimit: Int64 = 4 << 20, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
         self.url = url
-        self.partialFile = partialFile
-        self.stateFile = stateFile
+        self.files = files
         self.expectation = expectation
         self.hashesByDefault = hashesByDefault
+        self.hashBacklogLimit = max(1, hashBacklogLimit)
         self.progress = progress
         hash = expectation.map { StreamingHash($0.algorithm) } ?? (hashesByDefault ? StreamingHash(.md5) : nil)
+    }
+
+    deinit {
+        closeReader()
     }
 
     /// The first disk error, if any (any thread).
@@ -98,6 +119,9 @@ final class TransferJob: @unchecked Sendable {
 
     /// The most bytes that were ever sent and not yet written and hashed: the memory the pipeline held.
     var peakBufferedBytes: Int64 { buffered.withLock { $0.peak } }
+
+    /// Bytes sent to be written and not yet in the file (any thread).
+    var unwrittenBytes: Int64 { inbox.withLock { $0.unwritten } }
 
     // MARK: - Network side
 
@@ -109,9 +133,13 @@ final class TransferJob: @unchecked Sendable {
     /// - Returns: the disk error, if one happened (the caller fails its request).
     @discardableResult
     func send(_ command: DiskCommand) -> DownloadError? {
-        if case .write(let data) = command { changeBuffered(by: Int64(data.count)) }
+        var count: Int64 = 0
+        if case .write(let data) = command { count = Int64(data.count) }
+        if case .writeAt(let data, _) = command { count = Int64(data.count) }
+        if count > 0 { changeBuffered(by: count) }
         let wake = inbox.withLock { inbox -> Bool in
             inbox.commands.append(command)
+            inbox.unwritten += count
             defer { inbox.scheduled = true }
             return !inbox.scheduled
         }
@@ -140,7 +168,7 @@ final class TransferJob: @unchecked Sendable {
 
     // MARK: - Disk queue
 
-    private func changeBuffered(by count: Int64) {
+    func changeBuffered(by count: Int64) {
         buffered.withLock { buffered in
             buffered.now += count
             buffered.peak = max(buffered.peak, buffered.now)
@@ -163,23 +191,26 @@ final class TransferJob: @unchecked Sendable {
                 return inbox.commands
             }
             guard let commands else { return }
-            var batch: [Data] = []
+            var batch: [HashPiece] = []
+            var writes: [Data] = []
             for command in commands {
                 if case .write(let data) = command {
-                    if write(data) { batch.append(data) } else { changeBuffered(by: -Int64(data.count)) }
+                    writes.append(data)
                     continue
                 }
+                append(&writes, to: &batch)
                 hashLater(&batch)
                 switch command {
                 case .write: break
                 case .writeAt(let data, let at):
                     write(data, at: at)
+                    inbox.withLock { $0.unwritten -= Int64(data.count) }
                     changeBuffered(by: -Int64(data.count))
                 case .startOver(let announced):
                     guard failure == nil else { continue }
                     hasher.sync { resetHash(announced: announced) }
                     do throws(DownloadError) {
-                        try truncate()
+                        try emptyFile()
                     } catch {
                         fail(error)
                     }
@@ -202,25 +233,58 @@ final class TransferJob: @unchecked Sendable {
                     hasher.async { fence.open() }
                 }
             }
+            append(&writes, to: &batch)
             hashLater(&batch)
             progress(offset + beyond.reduce(0) { $0 + Int64($1.count) }, total)
         }
     }
 
-    /// Appends bytes (disk queue). - Returns: whether they were written.
-    private func write(_ data: Data) -> Bool {
-        guard failure == nil else { return false }  // dropped: the request is failing
-        do throws(DownloadError) {
-            try openWriter()
-            try Self.withBytes(of: data) { (buffer) throws(DownloadError) in try writer!.write(buffer, downloadURL: url)
+    /// Appends consecutive writes to the partial file in as few system calls as possible, and lists what was written
+    /// for the hasher (disk queue). Writes after an error are dropped: the request is failing.
+    private func append(_ writes: inout [Data], to batch: inout [HashPiece]) {
+        guard !writes.isEmpty else { return }
+        defer { writes.removeAll(keepingCapacity: true) }
+        let count = writes.reduce(Int64(0)) { $0 + Int64($1.count) }
+        inbox.withLock { $0.unwritten -= count }
+        var written: Int64 = 0
+        if failure == nil {
+            do throws(DownloadError) {
+                try openWriter()
+                let outcome = writer!.append(writes, downloadURL: url)
+                written = outcome.written
+                if let failure = outcome.failure { throw failure }
+            } catch {
+                fail(error)
             }
-        } catch {
-            fail(error)
-            return false
         }
-        offset += Int64(data.count)
-        receivedThisRun += Int64(data.count)
-        return true
+        offset += written
+        receivedThisRun += written
+        // Every byte that reached the file goes on to the hasher (a chunk cut by an error, for its written part).
+        var left = written
+        for data in writes {
+            let part = min(left, Int64(data.count))
+            left -= part
+            if part == Int64(data.count) {
+                batch.append(piece(for: data))
+            } else {
+                changeBuffered(by: -Int64(data.count) + part)
+                if part > 0 { batch.append(piece(for: data.prefix(Int(part)))) }
+            }
+        }
+    }
+
+    /// How written bytes reach the hasher: in memory while its backlog is under the limit, else as a count it reads
+    /// back from the file (the memory is released now).
+    private func piece(for data: Data) -> HashPiece {
+        let count = Int64(data.count)
+        let inMemory = hashBacklog.withLock { backlog -> Bool in
+            guard backlog + count <= hashBacklogLimit else { return false }
+            backlog += count
+            return true
+        }
+        if inMemory { return .bytes(data) }
+        changeBuffered(by: -count)
+        return .fromFile(count)
     }
 
     /// Runs `body` on the bytes of `data`, keeping the typed error (`withUnsafeBytes` rethrows untyped).
@@ -239,7 +303,7 @@ final class TransferJob: @unchecked Sendable {
     }
 
     /// Hands written bytes to the hasher (disk queue).
-    private func hashLater(_ batch: inout [Data]) {
+    private func hashLater(_ batch: inout [HashPiece]) {
         guard !batch.isEmpty else { return }
         let written = batch
         batch = []
@@ -248,63 +312,21 @@ final class TransferJob: @unchecked Sendable {
 
     /// Opens the partial file for appending if it is not open yet (disk queue, or drained).
     func openWriter() throws(DownloadError) {
-        if writer == nil { writer = try FileWriter(fileURL: partialFile, truncate: false, downloadURL: url) }
+        if writer == nil { writer = FileWriter(descriptor: try files.openPartial(.append), fileURL: files.partialURL) }
     }
 
-    /// Empties the partial file (disk queue, after the hasher forgot the state, or drained).
-    private func truncate() throws(DownloadError) {
+    /// Replaces the partial file with a new empty one (disk queue, after the hasher forgot the state, or drained).
+    ///
+    /// A new file rather than a truncated one: whatever had the name (a planted link, a file of an older version) is
+    /// unlinked, never written through, and ext4 does not flush a new file when it is closed as it does a file
+    /// truncated to zero (`auto_da_alloc`: over a second for a fresh 1 GiB download).
+    func emptyFile() throws(DownloadError) {
         closeFile()
         beyond = []
         segmented = false
-        // An empty (or missing) file is not truncated: ext4 flushes a file truncated to zero when it is closed
-        // (`auto_da_alloc`), which made closing a fresh 1 GiB download wait over a second for the disk.
-        let empty = (FileManager.default.sizeOfItem(at: partialFile) ?? 0) == 0
-        writer = try FileWriter(fileURL: partialFile, truncate: !empty, downloadURL: url)
         offset = 0
-    }
-
-    // MARK: - Hash queue
-
-    /// Hashes a written batch and saves a checkpoint when one is due.
-    private func hash(_ batch: [Data]) {
-        var count: Int64 = 0
-        for chunk in batch {
-            if hash != nil { chunk.withUnsafeBytes { hash!.update(bufferPointer: $0) } }
-            count += Int64(chunk.count)
-        }
-        hashedOffset += count
-        changeBuffered(by: -count)
-        if let checkpointEvery, hashedOffset - checkpointOffset >= checkpointEvery { saveCheckpoint(segments: nil) }
-    }
-
-    /// Sets the bytes the hash covers (hash queue).
-    func setHashedOffset(_ value: Int64) {
-        hashedOffset = value
-    }
-
-    /// Forgets the hash and the saved state (they described other bytes) and chooses the hash for a new file.
-    private func resetHash(announced: [Checksum]) {
-        if FileManager.default.fileExists(atPath: stateFile.path) { try? FileManager.default.removeItem(at: stateFile) }
-        hashedOffset = 0
-        checkpointOffset = 0
-        try? reader?.close()
-        reader = nil
-        if let expectation {
-            hash = StreamingHash(expectation.algorithm)
-        } else if hashesByDefault {
-            hash = StreamingHash(DigestHeaders.preferred(announced)?.algorithm ?? .md5)
-        } else {
-            hash = nil
-        }
-    }
-
-    func saveCheckpoint(segments: [Range<Int64>]?) {
-        guard failure == nil else { return }
-        do throws(DownloadError) {
-            try checkpoint(described, segments: segments)
-        } catch {
-            fail(error)
-        }
+        files.removePartial()
+        writer = FileWriter(descriptor: try files.openPartial(.create), fileURL: files.partialURL)
     }
 
     // MARK: - Before the first command, or drained
@@ -316,7 +338,7 @@ final class TransferJob: @unchecked Sendable {
         hashedOffset = length
     }
 
-    /// Closes the partial file (it is reopened by the next write).
+    /// Closes the partial file's writers (the next write opens it again).
     func closeFile() {
         writer?.close()
         writer = nil
@@ -324,33 +346,11 @@ final class TransferJob: @unchecked Sendable {
         positional = nil
     }
 
-    /// Closes the writer and deletes the partial file and its saved state: nothing of this download is kept.
+    /// Closes the writers and deletes the partial file and its saved state: nothing of this download is kept.
     func discardFiles() {
         closeFile()
-        try? FileManager.default.removeItem(at: partialFile)
-        try? FileManager.default.removeItem(at: stateFile)
-    }
-
-    /// The state to save beside the partial file.
-    /// - Parameters:
-    ///   - metadata: the resource's version.
-    ///   - segments: the ranges written after the hashed bytes, for a file fetched in segments.
-    func partialState(_ metadata: ResourceMetadata, segments: [Range<Int64>]?) -> PartialState {
-        // Without a hash the state claims no hashed bytes (a later hashed resume re-hashes the file from byte 0);
-        // for a file in segments, the ranges written from byte 0 are then all it keeps.
-        var segments = segments
-        if hash == nil, segments != nil, hashedOffset > 0 { segments = [0..<hashedOffset] + segments! }
-        return PartialState(
-            url: url, hashedLength: hash != nil ? hashedOffset : 0, hash: hash,
-            validators: metadata.validators, totalLength: metadata.totalLength,
-            rangesSupported: metadata.rangesSupported, suggestedFilename: metadata.suggestedFilename,
-            announced: metadata.announced, restartedAfterMismatch: metadata.restartedAfterMismatch, segments: segments)
-    }
-
-    /// Saves the state atomically (hash queue with the disk's snapshot of `segmentsToSave`, or drained).
-    func checkpoint(_ metadata: ResourceMetadata, segments: [Range<Int64>]?) throws(DownloadError) {
-        try partialState(metadata, segments: segments).save(to: stateFile)
-        checkpointOffset = hashedOffset
-        described = metadata
+        closeReader()
+        files.removePartial()
+        files.removeState()
     }
 }

@@ -16,6 +16,9 @@ enum RequestEnd: Sendable {
     case failed(DownloadError)
     /// Closed from outside: pause, cancellation or shutdown.
     case cancelled
+    /// A response streaming the whole file got further ahead of the disk than memory allows, and the server honours
+    /// Range: what arrived is kept, the rest is asked for in windows.
+    case diskBehind
 }
 
 /// Receives one request's events. Every method is called on the session's serial delegate queue, never after the

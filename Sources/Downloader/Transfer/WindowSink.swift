@@ -27,6 +27,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     /// Where new bytes begin: a response starting here or before continues the file.
     private var resumeOffset: Int64 { start + Int64(overlap.count) }
     private let checkpointInterval: Int64
+    /// The most received bytes that may wait to be written while a whole file streams in one response (see
+    /// `Transfer.Configuration.maximumUnwrittenBytes`).
+    private let maximumUnwritten: Int64
 
     /// The network side, owned by this sink until the request ends.
     private(set) var position: TransferPosition
@@ -35,13 +38,16 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private(set) var received: Int64 = 0
     /// Whether this response streams the whole resource (a 200).
     private(set) var isWholeStream = false
+    /// Whether it streams a version other than the one being fetched (an `If-Range` that failed): a restart.
+    private(set) var isOtherVersion = false
     /// Opens when the disk has written and hashed the first half of this response's body.
     private(set) var halfway: DiskFence?
 
     init(
         job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
-        checkpointInterval: Int64
+        checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes
     ) {
+        self.maximumUnwritten = maximumUnwritten
         self.job = job
         self.position = position
         self.start = start
@@ -75,6 +81,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             position.metadata = metadata
             expectedBodyLength = bodyLength
             isWholeStream = true
+            let known = position.metadata.validators
+            isOtherVersion = !known.isEmpty && metadata.validators.differs(from: known)
             compared = overlap.count  // a whole body starts the file again: nothing to compare
             position.startOver()
             job.send(.startOver(announced: metadata.announced))
@@ -112,7 +120,24 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         position.accept(data)
         if let failure = job.send(.write(data)) { return .failed(failure) }
         if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
+        if isWholeStream && job.unwrittenBytes > maximumUnwritten { return diskFellBehind() }
         return nil
+    }
+
+    /// A whole file streaming faster than the disk writes it: Linux URLSession cannot slow a response down, so the
+    /// response ends here rather than hold more in memory. A server that honours Range is asked for the rest in
+    /// windows (bounded by the disk); one that does not cannot be resumed, and the download fails clearly.
+    private func diskFellBehind() -> RequestEnd {
+        let metadata = position.metadata
+        if metadata.rangesSupported && metadata.validators.ifRange != nil && metadata.totalLength != nil {
+            return .diskBehind
+        }
+        return .failed(
+            .fileSystem(
+                job.url,
+                reason: "the disk fell more than \(maximumUnwritten >> 20) MiB behind the network, and this server "
+                    + "sends the whole file in one response (it ignores Range), so the download cannot wait for the "
+                    + "disk: it stops rather than hold the file in memory; try again when the disk is less busy"))
     }
 
     func complete(error: (any Error)?) -> RequestEnd {

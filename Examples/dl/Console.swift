@@ -1,0 +1,49 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `dl`'s two outputs, written with `write(2)`: a closed stdout or stderr (the reader of a pipe left, as `| head`
+/// does; a terminal closed with its ssh session) never stops the downloads. SIGPIPE is ignored, and
+/// `FileHandle.write`, which traps on `EPIPE` in swift-corelibs-foundation, is never used for them.
+enum Console {
+    /// Makes a closed pipe an error code instead of a signal that kills the process.
+    static func ignoreBrokenPipes() {
+        signal(SIGPIPE, SIG_IGN)
+    }
+
+    /// Writes text to stdout. - Returns: `false` once stdout is closed (nothing more reaches it).
+    @discardableResult
+    static func output(_ text: String) -> Bool {
+        write(text, to: STDOUT_FILENO)
+    }
+
+    /// Writes text to stderr (lost, silently, when stderr is closed).
+    static func error(_ text: String) {
+        write(text, to: STDERR_FILENO)
+    }
+
+    @discardableResult
+    private static func write(_ text: String, to fd: Int32) -> Bool {
+        var bytes = Array(text.utf8)
+        return bytes.withUnsafeMutableBytes { buffer -> Bool in
+            guard var pointer = buffer.baseAddress else { return true }
+            var remaining = buffer.count
+            while remaining > 0 {
+                #if canImport(Glibc)
+                    let written = Glibc.write(fd, pointer, remaining)
+                #else
+                    let written = Darwin.write(fd, pointer, remaining)
+                #endif
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { return false }
+                pointer += written
+                remaining -= written
+            }
+            return true
+        }
+    }
+}

@@ -1,0 +1,284 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// The state folder and its partial area, opened once as directory descriptors: every state file is reached by name
+/// relative to a folder this process opened itself (`openat`, `unlinkat`, `renameat`, `fstatat`), never through a
+/// symbolic link, and a folder swapped for a link after it was opened changes nothing.
+///
+/// Opening refuses a state folder or partial area that is a symbolic link, not a folder, or owned by another user,
+/// with an error that names it, and makes both private (0700). Anyone who can write the directory above could
+/// otherwise point the state at their own files and have them written or deleted.
+final class StateFolder: Sendable {
+    /// Which of the two folders a name is in.
+    enum Area: Sendable {
+        case state, partial
+    }
+
+    /// The state folder (for messages, and to check it is still the folder at its path).
+    let url: URL
+    /// The partial area inside it.
+    let partialURL: URL
+    private let descriptors = Locked<(state: Int32, partial: Int32)?>(nil)
+
+    /// A state folder at `url`; nothing is opened until `open()`.
+    init(url: URL) {
+        self.url = url
+        partialURL = url.appendingPathComponent("partial", isDirectory: true)
+    }
+
+    deinit {
+        close()
+    }
+
+    /// Creates the folders if needed (their parent must exist) and opens them; a second call does nothing.
+    /// - Throws: `DownloadError.fileSystem` naming the folder that is a symbolic link, not a folder, or not ours.
+    func open() throws(DownloadError) {
+        _ = try opened()
+    }
+
+    /// Closes the folders; the next use opens them again (the folder at the path was removed and created anew).
+    func close() {
+        let old = descriptors.withLock { descriptors in
+            defer { descriptors = nil }
+            return descriptors
+        }
+        if let old {
+            _ = closeDescriptor(old.partial)
+            _ = closeDescriptor(old.state)
+        }
+    }
+
+    /// The descriptor of an area, opening the folders first if needed.
+    func descriptor(_ area: Area) throws(DownloadError) -> Int32 {
+        let opened = try opened()
+        return area == .state ? opened.state : opened.partial
+    }
+
+    /// The URL of a name in an area (for messages and receipts only: the file is never opened by it).
+    func url(of name: String, in area: Area) -> URL {
+        (area == .state ? url : partialURL).appendingPathComponent(name, isDirectory: false)
+    }
+
+    /// Whether the opened state folder is still the folder at its path (not removed, or replaced, meanwhile).
+    var isAtItsPath: Bool {
+        guard let fd = descriptors.withLock({ $0?.state }) else { return false }
+        var open = stat()
+        var named = stat()
+        guard fstat(fd, &open) == 0, lstat(url.path, &named) == 0 else { return false }
+        return open.st_ino == named.st_ino && open.st_dev == named.st_dev
+    }
+
+    private func opened() throws(DownloadError) -> (state: Int32, partial: Int32) {
+        if let open = descriptors.withLock({ $0 }) { return open }
+        let state = try Self.openFolder(AT_FDCWD, url.path, shown: url)
+        let partial: Int32
+        do {
+            partial = try Self.openFolder(state, "partial", shown: partialURL)
+        } catch {
+            _ = closeDescriptor(state)
+            throw error
+        }
+        let kept = descriptors.withLock { descriptors -> (state: Int32, partial: Int32) in
+            if let earlier = descriptors { return earlier }  // another thread opened them first
+            descriptors = (state, partial)
+            return (state, partial)
+        }
+        if kept.state != state {
+            _ = closeDescriptor(partial)
+            _ = closeDescriptor(state)
+        }
+        return kept
+    }
+
+    /// Creates (0700) and opens one folder without following a link, checking that it is a folder of this user's.
+    private static func openFolder(_ parent: Int32, _ name: String, shown: URL) throws(DownloadError) -> Int32 {
+        _ = mkdirat(parent, name, 0o700)
+        let fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else {
+            let code = errno
+            var info = stat()
+            if fstatat(parent, name, &info, AT_SYMLINK_NOFOLLOW) == 0, (info.st_mode & S_IFMT) == S_IFLNK {
+                throw .fileSystem(
+                    nil,
+                    reason: "\(shown.path) is a symbolic link: download state is never reached through one (anyone "
+                        + "who can write the folder above could point it at their files); remove it, or use another "
+                        + "directory")
+            }
+            if code == ENOTDIR || code == ELOOP {
+                throw .fileSystem(nil, reason: "\(shown.path) is not a folder; remove it, or use another directory")
+            }
+            throw .fileSystem(nil, reason: "cannot open \(shown.path): \(POSIXError(code).localizedDescription)")
+        }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_uid == geteuid() else {
+            _ = closeDescriptor(fd)
+            throw .fileSystem(
+                nil,
+                reason: "\(shown.path) belongs to another user (uid \(info.st_uid)); download state must be the "
+                    + "downloader's own: remove it, or use another directory")
+        }
+        _ = fchmod(fd, 0o700)  // private, whatever made it
+        return fd
+    }
+
+    // MARK: - Files by name
+
+    /// Opens a file of an area without following a link (`O_NOFOLLOW` and `O_CLOEXEC` are added).
+    /// - Returns: the descriptor; the caller closes it.
+    /// - Throws: `POSIXError` (`ELOOP` for a symbolic link), or the folder's `DownloadError`.
+    func openFile(_ name: String, in area: Area, flags: Int32, mode: mode_t = 0o600) throws -> Int32 {
+        let folder = try descriptor(area)
+        let fd = openat(folder, name, flags | O_NOFOLLOW | O_CLOEXEC, mode)
+        guard fd >= 0 else { throw POSIXError.current }
+        return fd
+    }
+
+    /// The status of a name in an area, without following a link; `nil` when there is nothing by that name.
+    func status(_ name: String, in area: Area) -> stat? {
+        guard let folder = try? descriptor(area) else { return nil }
+        var info = stat()
+        return fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
+    }
+
+    /// The size of a regular file of an area; `nil` when there is none (or it is something else: a link, a device).
+    func sizeOfFile(_ name: String, in area: Area) -> Int64? {
+        guard let info = status(name, in: area), (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return Int64(info.st_size)
+    }
+
+    /// Removes a name from an area (a link is removed itself, never what it points to).
+    /// - Returns: whether something was removed.
+    @discardableResult
+    func remove(_ name: String, in area: Area) -> Bool {
+        guard let folder = try? descriptor(area) else { return false }
+        return unlinkat(folder, name, 0) == 0
+    }
+
+    /// Removes the partial area if it is empty (a stranger's file keeps it).
+    @discardableResult
+    func removePartialAreaIfEmpty() -> Bool {
+        guard let folder = try? descriptor(.state) else { return false }
+        return unlinkat(folder, "partial", AT_REMOVEDIR) == 0
+    }
+
+    /// The names in an area (without `.` and `..`).
+    func names(in area: Area) -> [String] {
+        guard let folder = try? descriptor(area) else { return [] }
+        let copy = dup(folder)
+        guard copy >= 0, let stream = fdopendir(copy) else {
+            if copy >= 0 { _ = closeDescriptor(copy) }
+            return []
+        }
+        defer { closedir(stream) }
+        rewinddir(stream)
+        var names: [String] = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            if name != "." && name != ".." { names.append(name) }
+        }
+        return names
+    }
+
+    /// The whole content of a regular file of an area; `nil` when there is none, or it is not a regular file.
+    func read(_ name: String, in area: Area) -> Data? {
+        guard let fd = try? openFile(name, in: area, flags: O_RDONLY | O_NONBLOCK) else { return nil }
+        defer { _ = closeDescriptor(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return try? FileHandle(fileDescriptor: fd, closeOnDealloc: false).readToEnd() ?? Data()
+    }
+
+    /// Replaces a file of an area atomically (a temporary name, then `renameat`): a crash leaves the old content or
+    /// the new one, plus at most a temporary file that `removeTemporaryFiles(in:)` clears.
+    /// - Parameters:
+    ///   - data: the whole content.
+    ///   - name: the file.
+    ///   - area: its folder.
+    ///   - durable: `fsync` the file before the rename and the folder after it.
+    ///   - inPlaceWhenFull: when the disk has no room for a new file, rewrite the old one in place if the new content
+    ///     fits in what it already occupies (a torn write is then possible; callers check what they read).
+    /// - Throws: `POSIXError`.
+    func write(
+        _ data: Data, to name: String, in area: Area, durable: Bool = false, inPlaceWhenFull: Bool = false
+    ) throws {
+        let folder = try descriptor(area)
+        let temporary = ".\(name)\(AtomicFile.temporaryMarker)\(UUID().uuidString)"
+        do {
+            let fd = try openFile(temporary, in: area, flags: O_WRONLY | O_CREAT | O_EXCL)
+            do {
+                _ = fchmod(fd, 0o600)
+                try data.withUnsafeBytes { try AtomicFile.writeAll(fd, $0) }
+                if durable, fsync(fd) != 0 { throw POSIXError.current }
+                guard closeDescriptor(fd) == 0 else { throw POSIXError.current }
+            } catch {
+                _ = closeDescriptor(fd)
+                throw error
+            }
+            guard renameat(folder, temporary, folder, name) == 0 else { throw POSIXError.current }
+            if durable { _ = fsync(folder) }
+        } catch let error as POSIXError where inPlaceWhenFull && (error.code == .ENOSPC || error.code == .EDQUOT) {
+            unlinkat(folder, temporary, 0)
+            try rewriteInPlace(data, name: name, area: area)
+        } catch {
+            unlinkat(folder, temporary, 0)
+            throw error
+        }
+    }
+
+    /// Writes `data` over an existing file when it fits in the blocks the file already has (no allocation).
+    private func rewriteInPlace(_ data: Data, name: String, area: Area) throws {
+        let fd = try openFile(name, in: area, flags: O_WRONLY)
+        defer { _ = closeDescriptor(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_blocks) * 512 >= data.count
+        else { throw POSIXError(.ENOSPC) }
+        try data.withUnsafeBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            var done = 0
+            while done < buffer.count {
+                let written = pwrite(fd, base + done, buffer.count - done, off_t(done))
+                if written < 0 && errno == EINTR { continue }
+                guard written > 0 else { throw POSIXError.current }
+                done += written
+            }
+        }
+        guard ftruncate(fd, off_t(data.count)) == 0 else { throw POSIXError.current }
+    }
+
+    /// Deletes temporary files that a crash left in an area (only names of the form this type writes).
+    func removeTemporaryFiles(in area: Area) {
+        for name in names(in: area) where name.hasPrefix(".") && name.contains(AtomicFile.temporaryMarker) {
+            remove(name, in: area)
+        }
+    }
+
+    /// Makes a hard link to a file of an area at `target` (a path outside the state folder; never replaced).
+    /// - Returns: 0, or the `errno` of `linkat`.
+    func link(_ name: String, in area: Area, to target: URL) -> Int32 {
+        guard let folder = try? descriptor(area) else { return ENOENT }
+        return linkat(folder, name, AT_FDCWD, target.path, 0) == 0 ? 0 : errno
+    }
+
+    /// Renames a file of an area to `target`, replacing what is there.
+    /// - Returns: 0, or the `errno` of `renameat`.
+    func move(_ name: String, in area: Area, to target: URL) -> Int32 {
+        guard let folder = try? descriptor(area) else { return ENOENT }
+        return renameat(folder, name, AT_FDCWD, target.path) == 0 ? 0 : errno
+    }
+
+    /// Moves a file from a path into an area (taking over an old layout).
+    /// - Returns: 0, or the `errno` of `renameat`.
+    func moveIn(from source: URL, to name: String, in area: Area) -> Int32 {
+        guard let folder = try? descriptor(area) else { return ENOENT }
+        return renameat(AT_FDCWD, source.path, folder, name) == 0 ? 0 : errno
+    }
+}

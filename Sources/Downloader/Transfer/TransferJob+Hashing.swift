@@ -1,0 +1,167 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Written bytes on their way to the hasher, in file order.
+enum HashPiece: Sendable {
+    /// Bytes still in memory.
+    case bytes(Data)
+    /// This many bytes, read back from the file (the hasher's backlog was full when they were written).
+    case fromFile(Int64)
+}
+
+/// The hash stage: the running hash, the saved state, and reading back what is not in memory.
+extension TransferJob {
+    /// Hashes written pieces in order and saves a checkpoint when one is due (hash queue).
+    func hash(_ pieces: [HashPiece]) {
+        for piece in pieces {
+            switch piece {
+            case .bytes(let chunk):
+                if hash != nil { chunk.withUnsafeBytes { hash!.update(bufferPointer: $0) } }
+                hashedOffset += Int64(chunk.count)
+                hashBacklog.withLock { $0 -= Int64(chunk.count) }
+                changeBuffered(by: -Int64(chunk.count))
+            case .fromFile(let count):
+                guard failure == nil else { return }
+                hashRange(from: hashedOffset, to: hashedOffset + count, memory: Data())
+            }
+        }
+        if let checkpointEvery, hashedOffset - checkpointOffset >= checkpointEvery { saveCheckpoint(segments: nil) }
+    }
+
+    /// Hashes bytes `from..<to` (hash queue): first from `memory` (which starts at `from`), then from the file.
+    func hashRange(from: Int64, to: Int64, memory: Data) {
+        guard failure == nil else { return }
+        guard from == hashedOffset else {
+            fail(.fileSystem(url, reason: "internal: hashing from \(from), the hash covers \(hashedOffset) bytes"))
+            return
+        }
+        let fromMemory = min(Int64(memory.count), to - from)
+        if fromMemory > 0, hash != nil {
+            memory.prefix(Int(fromMemory)).withUnsafeBytes { hash!.update(bufferPointer: $0) }
+        }
+        if from + fromMemory < to && hash != nil {
+            do throws(DownloadError) {
+                try openReader()
+                try Self.read(reader, from: from + fromMemory, to: to, file: files.partialURL, url: url) { bytes in
+                    hash!.update(bufferPointer: bytes)
+                }
+            } catch {
+                fail(error)
+                return
+            }
+        }
+        hashedOffset = to
+    }
+
+    /// Reads bytes `from..<to` of an open file, 1 MiB at a time.
+    /// - Throws: `DownloadError.fileSystem` when the file cannot be read or ends early.
+    static func read(
+        _ fd: Int32, from: Int64, to: Int64, file: URL, url: URL, _ body: (UnsafeRawBufferPointer) -> Void
+    ) throws(DownloadError) {
+        guard to > from else { return }
+        let capacity = Int(min(1 << 20, to - from))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
+        defer { buffer.deallocate() }
+        var position = from
+        while position < to {
+            let count = pread(fd, buffer.baseAddress, Int(min(Int64(capacity), to - position)), off_t(position))
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else {
+                let why = count < 0 ? POSIXError.current.localizedDescription : "it ended at \(position)"
+                throw .fileSystem(url, reason: "cannot read \(file.lastPathComponent): \(why)")
+            }
+            body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
+            position += Int64(count)
+        }
+    }
+
+    /// Opens the partial file for reading back and syncing, if it is not open (hash queue, or drained).
+    func openReader() throws(DownloadError) {
+        if reader < 0 { reader = try files.openPartial(.read) }
+    }
+
+    func closeReader() {
+        if reader >= 0 { _ = closeDescriptor(reader) }
+        reader = -1
+    }
+
+    /// Forgets the hash and the saved state (they described other bytes) and chooses the hash for a new file.
+    func resetHash(announced: [Checksum]) {
+        files.removeState()
+        syncedIdentity = nil
+        hashedOffset = 0
+        checkpointOffset = 0
+        closeReader()
+        if let expectation {
+            hash = StreamingHash(expectation.algorithm)
+        } else if hashesByDefault {
+            hash = StreamingHash(DigestHeaders.preferred(announced)?.algorithm ?? .md5)
+        } else {
+            hash = nil
+        }
+    }
+
+    func saveCheckpoint(segments: [Range<Int64>]?) {
+        guard failure == nil else { return }
+        do throws(DownloadError) {
+            try checkpoint(described, segments: segments)
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// The state to save beside the partial file.
+    /// - Parameters:
+    ///   - metadata: the resource's version.
+    ///   - segments: the ranges written after the hashed bytes, for a file fetched in segments.
+    ///   - file: the partial file's identity when the state is saved.
+    func partialState(
+        _ metadata: ResourceMetadata, segments: [Range<Int64>]?, file: FileIdentity? = nil
+    ) -> PartialState {
+        // Without a hash the state claims no hashed bytes (a later hashed resume re-hashes the file from byte 0);
+        // for a file in segments, the ranges written from byte 0 are then all it keeps.
+        var segments = segments
+        if hash == nil, segments != nil, hashedOffset > 0 { segments = [0..<hashedOffset] + segments! }
+        return PartialState(
+            url: url, hashedLength: hash != nil ? hashedOffset : 0, hash: hash,
+            validators: metadata.validators, totalLength: metadata.totalLength,
+            rangesSupported: metadata.rangesSupported, suggestedFilename: metadata.suggestedFilename,
+            announced: metadata.announced, restartedAfterMismatch: metadata.restartedAfterMismatch, segments: segments,
+            file: file, boot: Boot.identifier)
+    }
+
+    /// Saves the state atomically once the bytes it counts are durable (hash queue with the disk's snapshot of
+    /// `segmentsToSave`, or drained).
+    func checkpoint(_ metadata: ResourceMetadata, segments: [Range<Int64>]?) throws(DownloadError) {
+        try syncPartialFile()
+        willSave?(hashedOffset, syncedIdentity?.size ?? 0)
+        try files.saveState(partialState(metadata, segments: segments, file: syncedIdentity))
+        checkpointOffset = hashedOffset
+        described = metadata
+    }
+
+    /// Makes the partial file durable and records what was synced (`syncedIdentity`).
+    ///
+    /// The identity is taken first, then the file is synced: every byte the identity covers (and so every byte a
+    /// state saved with it counts) is on stable storage before that state is written.
+    func syncPartialFile() throws(DownloadError) {
+        if reader < 0 && hashedOffset == 0 && files.partialSize == nil {
+            syncedIdentity = nil  // no file yet, so nothing to count: a state of zero bytes
+            return
+        }
+        try openReader()
+        let identity = FileIdentity(descriptor: reader)
+        guard syncData(reader) == 0 else {
+            throw .fileSystem(
+                url, reason: "cannot sync \(files.partialName): \(POSIXError.current.localizedDescription)")
+        }
+        syncedIdentity = identity
+    }
+}

@@ -1,0 +1,113 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Issue #22: the state is ours or it is not used. A state folder, partial area, journal or partial file planted as a
+/// symbolic link is never followed, and nothing the manager did not create is deleted.
+@Suite("State folder")
+final class StateFolderTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var work: URL { workspace.directory }
+    /// Someone else's folder, with files a symbolic link could reach.
+    var other: URL { work.appendingPathComponent("other") }
+    var root: URL { work.appendingPathComponent("root") }
+
+    init() throws {
+        workspace = try TestWorkspace()
+        try FileManager.default.createDirectory(
+            at: other.appendingPathComponent("partial"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+        try Data("not yours".utf8).write(to: other.appendingPathComponent("journal"))
+        try Data("notes".utf8).write(to: other.appendingPathComponent("partial/notes.txt"))
+    }
+
+    /// Every entry below `other`, with each regular file's content: what must not change.
+    func otherContents() -> [String: String] {
+        var result: [String: String] = [:]
+        for case let path as String in FileManager.default.enumerator(atPath: other.path)?.allObjects ?? [] {
+            let data = try? Data(contentsOf: other.appendingPathComponent(path))
+            result[path] = data.map { String(decoding: $0, as: UTF8.self) } ?? "(folder)"
+        }
+        return result
+    }
+
+    func link(_ path: String, to target: URL) throws {
+        let at = root.appendingPathComponent(path)
+        try FileManager.default.createDirectory(at: at.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(at: at, withDestinationURL: target)
+    }
+
+    func expectRefused(naming name: String) throws {
+        let before = otherContents()
+        do {
+            let manager = try DownloadManager(configuration: .forTests(directory: root))
+            Issue.record("a manager opened a state reached through a symbolic link")
+            Task { await manager.shutdown() }
+        } catch let error as DownloadError {
+            #expect(error == .fileSystem)
+            #expect(error.reason.contains(name) && error.reason.contains("symbolic link"), "\(error.reason)")
+        }
+        #expect(otherContents() == before, "nothing outside was touched")
+    }
+
+    @Test("A state folder that is a symbolic link is refused, naming it; the folder it points to is untouched")
+    func symlinkedStateFolder() throws {
+        try link(".downloader", to: other)
+        try expectRefused(naming: ".downloader")
+    }
+
+    @Test("A partial area that is a symbolic link is refused; the folder it points to is untouched")
+    func symlinkedPartialArea() throws {
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent(".downloader"), withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        try link(".downloader/partial", to: other.appendingPathComponent("partial"))
+        try expectRefused(naming: "partial")
+    }
+
+    @Test("A journal that is a symbolic link is refused and never written through")
+    func symlinkedJournal() throws {
+        try FileManager.default.createDirectory(
+            at: root.appendingPathComponent(".downloader/partial"), withIntermediateDirectories: true,
+            attributes: [.posixPermissions: 0o700])
+        try link(".downloader/journal", to: other.appendingPathComponent("journal"))
+        try expectRefused(naming: "journal")
+    }
+
+    @Test("A partial file planted as a symbolic link is never written through; the download still ends right")
+    func symlinkedPartialFile() async throws {
+        let manager = try DownloadManager(configuration: .forTests(directory: root))
+        let url = server.url("/bytes/planted?size=300000")
+        let target = other.appendingPathComponent("target.bin")
+        try Data("precious".utf8).write(to: target)
+        // Planted after the manager opened its folder, as a process racing it would.
+        try FileManager.default.createSymbolicLink(
+            at: DownloadDirectory(root: root).partialFile(for: url), withDestinationURL: target)
+        let receipt = try await manager.download(url)
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "planted", size: 300_000).md5)
+        #expect(try String(contentsOf: target, encoding: .utf8) == "precious")
+        await manager.shutdown()
+    }
+
+    @Test("A stranger's file in the partial area survives recovery and the clean-up of a finished run")
+    func strangerInPartialArea() async throws {
+        let partial = root.appendingPathComponent(".downloader/partial")
+        try FileManager.default.createDirectory(
+            at: partial, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        let notes = partial.appendingPathComponent("notes.txt")
+        try Data("mine".utf8).write(to: notes)
+        var configuration = DownloadManager.Configuration.forTests(directory: root)
+        configuration.removesStateWhenFinished = true
+        let manager = try DownloadManager(configuration: configuration)
+        let receipt = try await manager.download(server.url("/bytes/clean?size=2000"))
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "clean", size: 2000).md5)
+        await manager.shutdown()
+        #expect(try String(contentsOf: notes, encoding: .utf8) == "mine")
+        let left =
+            (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(".downloader").path))
+        #expect(left == ["partial"], "only the folder holding the stranger's file is left: \(left ?? [])")
+    }
+}
