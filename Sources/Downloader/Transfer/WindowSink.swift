@@ -77,12 +77,13 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             job.send(.startOver(announced: metadata.announced))
             saveNow = checkpoint
         case .replace(let metadata, let bodyLength, let checkpoint):
-            // The disk finishes what it has (an older version's bytes, rarely), then starts over.
+            // The disk finishes what it has (an older version's bytes, rarely), then starts over. Without validators
+            // to prove it the same, a whole body replacing bytes on disk counts as another version (a restart).
+            let known = position.metadata.validators
+            isOtherVersion = known.isEmpty || metadata.validators.differs(from: known)
             position.metadata = metadata
             expectedBodyLength = bodyLength
             isWholeStream = true
-            let known = position.metadata.validators
-            isOtherVersion = !known.isEmpty && metadata.validators.differs(from: known)
             compared = overlap.count  // a whole body starts the file again: nothing to compare
             position.startOver()
             job.send(.startOver(announced: metadata.announced))
