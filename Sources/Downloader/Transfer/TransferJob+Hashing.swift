@@ -94,8 +94,8 @@ extension TransferJob {
 
     /// Forgets the hash and the saved state (they described other bytes) and chooses the hash for a new file.
     func resetHash(announced: [Checksum]) {
+        durable.sync {}  // a state still being saved would describe the old bytes
         files.removeState()
-        syncedIdentity = nil
         hashedOffset = 0
         checkpointOffset = 0
         closeReader()
@@ -108,12 +108,27 @@ extension TransferJob {
         }
     }
 
+    /// Saves a checkpoint from the hash queue without waiting for the disk: the state is built now, with the file's
+    /// identity as it is now, and saved on the durable queue once the file is synced (the sync of one window
+    /// overlaps hashing and receiving the next; states are saved in order).
     func saveCheckpoint(segments: [Range<Int64>]?) {
         guard failure == nil else { return }
+        let synced: Int32
+        let state: PartialState
         do throws(DownloadError) {
-            try checkpoint(described, segments: segments)
+            (synced, state) = try prepareCheckpoint(described, segments: segments)
         } catch {
             fail(error)
+            return
+        }
+        checkpointOffset = hashedOffset
+        durable.async { [self] in
+            guard failure == nil else { return closeSynced(synced) }
+            do throws(DownloadError) {
+                try finishCheckpoint(state, synced: synced)
+            } catch {
+                fail(error)
+            }
         }
     }
 
@@ -137,31 +152,50 @@ extension TransferJob {
             file: file, boot: Boot.identifier)
     }
 
-    /// Saves the state atomically once the bytes it counts are durable (hash queue with the disk's snapshot of
-    /// `segmentsToSave`, or drained).
+    /// Saves the state atomically once the bytes it counts are durable (drained: waits for the durable queue
+    /// first, so that states are saved in order).
     func checkpoint(_ metadata: ResourceMetadata, segments: [Range<Int64>]?) throws(DownloadError) {
-        try syncPartialFile()
-        willSave?(hashedOffset, syncedIdentity?.size ?? 0)
-        try files.saveState(partialState(metadata, segments: segments, file: syncedIdentity))
+        durable.sync {}
+        let (synced, state) = try prepareCheckpoint(metadata, segments: segments)
         checkpointOffset = hashedOffset
         described = metadata
+        try finishCheckpoint(state, synced: synced)
     }
 
-    /// Makes the partial file durable and records what was synced (`syncedIdentity`).
+    /// Builds the state a checkpoint saves, with the partial file's identity taken now, and a descriptor of the file
+    /// to sync before the state is saved (-1 when there is no file yet: a state of zero bytes needs no sync).
     ///
-    /// The identity is taken first, then the file is synced: every byte the identity covers (and so every byte a
-    /// state saved with it counts) is on stable storage before that state is written.
-    func syncPartialFile() throws(DownloadError) {
+    /// The identity is taken before the sync: every byte it covers (and so every byte the state counts) is on stable
+    /// storage before the state is written.
+    private func prepareCheckpoint(
+        _ metadata: ResourceMetadata, segments: [Range<Int64>]?
+    ) throws(DownloadError) -> (synced: Int32, state: PartialState) {
         if reader < 0 && hashedOffset == 0 && files.partialSize == nil {
-            syncedIdentity = nil  // no file yet, so nothing to count: a state of zero bytes
-            return
+            return (-1, partialState(metadata, segments: segments, file: nil))
         }
         try openReader()
         let identity = FileIdentity(descriptor: reader)
-        guard syncData(reader) == 0 else {
+        let synced = dup(reader)
+        guard synced >= 0 else {
             throw .fileSystem(
                 url, reason: "cannot sync \(files.partialName): \(POSIXError.current.localizedDescription)")
         }
-        syncedIdentity = identity
+        return (synced, partialState(metadata, segments: segments, file: identity))
+    }
+
+    /// Syncs the partial file through `synced` (then closes it) and saves `state` (durable queue, or drained).
+    private func finishCheckpoint(_ state: PartialState, synced: Int32) throws(DownloadError) {
+        if synced >= 0 {
+            let result = syncData(synced)
+            let reason = result == 0 ? nil : POSIXError.current.localizedDescription
+            closeSynced(synced)
+            if let reason { throw .fileSystem(url, reason: "cannot sync \(files.partialName): \(reason)") }
+        }
+        willSave?(state.hashedLength, state.file?.size ?? 0)
+        try files.saveState(state)
+    }
+
+    private func closeSynced(_ synced: Int32) {
+        if synced >= 0 { _ = closeDescriptor(synced) }
     }
 }

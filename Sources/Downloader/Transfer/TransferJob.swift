@@ -30,8 +30,9 @@ enum DiskCommand: Sendable {
 ///   It holds at most `hashBacklogLimit` bytes in memory: beyond that the disk hands over only how many bytes it
 ///   wrote, and the hasher reads them back from the file when their turn comes, so a body streamed in one response
 ///   faster than it can be hashed costs page cache, not memory.
-/// A saved state counts only bytes that are durable: the hasher syncs the partial file (`fdatasync`) before it saves
-/// a state, and records the file's identity, taken just before the sync.
+/// A saved state counts only bytes that are durable: a third stage syncs the partial file (`fdatasync`) and then
+/// saves the state the hasher built, with the file's identity taken before the sync; the sync of one window overlaps
+/// receiving and hashing the next.
 ///
 /// The network side (`Transfer` and the request's sink, see `TransferPosition`) only calls `send(_:)`, which never
 /// blocks, and reads `failure` and `unwrittenBytes`. `drained()` waits until both stages have done every command;
@@ -46,13 +47,15 @@ final class TransferJob: @unchecked Sendable {
     let hashesByDefault: Bool
     /// The most written bytes the hash stage holds in memory (see the type's summary).
     let hashBacklogLimit: Int64
-    /// Told, on the hash queue, before each state is saved: its hashed length and the file's length at the last sync
+    /// Told, on the durable queue, before each state is saved: its hashed length and the length of the file it synced
     /// (tests check that a state never counts a byte that was not synced).
     var willSave: (@Sendable (_ hashedLength: Int64, _ syncedLength: Int64) -> Void)?
     /// Called on the disk queue after each batch with the bytes in the file and the total if known.
     private let progress: @Sendable (Int64, Int64?) -> Void
     private let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
     let hasher = DispatchQueue(label: "Downloader.TransferJob.hash")
+    /// Syncs the partial file and then saves the state that counts its bytes, in order (see `saveCheckpoint`).
+    let durable = DispatchQueue(label: "Downloader.TransferJob.durable")
 
     /// The first write or checkpoint error. Commands after it are dropped (fences still open).
     private let error = Locked<DownloadError?>(nil)
@@ -93,8 +96,6 @@ final class TransferJob: @unchecked Sendable {
     var checkpointOffset: Int64 = 0
     /// The partial file opened for reading back (bytes written out of order, or beyond the backlog) and syncing.
     var reader: Int32 = -1
-    /// The partial file as it was just before its last sync: every byte it covers is durable.
-    var syncedIdentity: FileIdentity?
 
     /// Creates the disk side of a transfer; nothing is opened until the first command.
     init(
@@ -159,10 +160,12 @@ final class TransferJob: @unchecked Sendable {
     @discardableResult
     func drained() async -> DownloadError? {
         await fence().wait()
+        await withCheckedContinuation { continuation in durable.async { continuation.resume() } }
         // The queues are idle: these return at once and make the hand-off explicit to ThreadSanitizer, which does
         // not always see it through the continuation.
         disk.sync {}
         hasher.sync {}
+        durable.sync {}
         return failure
     }
 
@@ -245,7 +248,8 @@ final class TransferJob: @unchecked Sendable {
         guard !writes.isEmpty else { return }
         defer { writes.removeAll(keepingCapacity: true) }
         let count = writes.reduce(Int64(0)) { $0 + Int64($1.count) }
-        inbox.withLock { $0.unwritten -= count }
+        // Still unwritten while they are being written: the network side's cap covers this batch too.
+        defer { inbox.withLock { $0.unwritten -= count } }
         var written: Int64 = 0
         if failure == nil {
             do throws(DownloadError) {
