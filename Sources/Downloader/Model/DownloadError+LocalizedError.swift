@@ -20,6 +20,8 @@ extension DownloadError: LocalizedError {
         case .checksumMismatch: return "the file does not have the expected checksum"
         case .tooManyRedirects: return "too many redirects"
         case .connectionFailed: return "the connection failed"
+        case .hostNotFound: return "the host name could not be resolved"
+        case .tlsFailure: return "the TLS connection failed (certificate not trusted, expired or for another host)"
         case .stalled: return "the transfer stalled"
         case .fileSystem: return "a file could not be read or written"
         case .cancelled: return "the download was cancelled"

@@ -8,7 +8,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     private enum Code: String, Sendable, Codable {
         case invalidURL, unsupportedScheme, httpStatus, invalidResponse, checksumMismatch, tooManyRedirects
         case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts, suspended
-        case directoryLocked, invalidChecksum
+        case directoryLocked, invalidChecksum, hostNotFound, tlsFailure
     }
 
     private let code: Code
@@ -49,6 +49,11 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let tooManyRedirects = DownloadError(.tooManyRedirects)
     /// The connection could not be made, or was lost or reset, or the body ended early.
     public static let connectionFailed = DownloadError(.connectionFailed)
+    /// The host name could not be resolved: retrying does not help until the URL or the network's DNS changes.
+    public static let hostNotFound = DownloadError(.hostNotFound)
+    /// The TLS connection failed for a reason that retrying does not change: a certificate that is not trusted,
+    /// expired or for another host (`reason` is libcurl's sentence and says how to trust a private CA).
+    public static let tlsFailure = DownloadError(.tlsFailure)
     /// No byte arrived for longer than the stall timeout, or the transfer stayed below the lowest speed.
     public static let stalled = DownloadError(.stalled)
     /// Reading or writing local files failed (disk full, permissions, …).
@@ -66,7 +71,12 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// An expected checksum given as text could not be read (see `reason`).
     public static let invalidChecksum = DownloadError(.invalidChecksum)
 
-    /// Whether retrying later may succeed: lost connections, stalls, 408, 429 and 5xx.
+    /// Whether retrying later may succeed, so the manager retries it (up to `Configuration.retryLimit`).
+    ///
+    /// Transient: a connection refused, reset, lost or timed out, a body that ended early, a stall, HTTP 408, 429
+    /// and 5xx. Permanent (the download fails at once): an unknown host (`.hostNotFound`), a TLS or certificate
+    /// failure (`.tlsFailure`), any other 4xx, an unsupported scheme, a redirect loop, a checksum mismatch, a file
+    /// system error.
     public var isTransient: Bool {
         switch code {
         case .connectionFailed, .stalled: return true
@@ -139,6 +149,14 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     static func connectionFailed(_ url: URL, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError
     {
         DownloadError(.connectionFailed, url: url, reason: reason, underlying: underlying)
+    }
+
+    static func hostNotFound(_ url: URL, reason: String, underlying: (any Error & Sendable)?) -> DownloadError {
+        DownloadError(.hostNotFound, url: url, reason: reason, underlying: underlying)
+    }
+
+    static func tlsFailure(_ url: URL, reason: String, underlying: (any Error & Sendable)?) -> DownloadError {
+        DownloadError(.tlsFailure, url: url, reason: reason, underlying: underlying)
     }
 
     static func stalled(_ url: URL, seconds: Double) -> DownloadError {

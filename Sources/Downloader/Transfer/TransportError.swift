@@ -4,20 +4,88 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Turns an error from URLSession into a sentence for `DownloadError.reason`, e.g.
-/// "the network connection was lost (URLError -1005)", instead of an `NSError` dump.
+/// Classifies an error from URLSession, once, for every request: a `DownloadError` whose kind says whether retrying
+/// can help (`DownloadError.isTransient`), whose reason reads as a sentence ("the network connection was lost
+/// (URLError -1005)") and says what to do next where the answer is known, and whose `underlyingError` is the
+/// `URLError` itself.
 enum TransportError {
+    /// What a failed request means.
+    enum Kind: Equatable {
+        /// The host name could not be resolved.
+        case hostNotFound
+        /// TLS failed for a reason a retry does not change (certificate untrusted, expired, for another host).
+        case tls
+        /// Anything else: a connection refused, reset, lost or timed out — worth a retry.
+        case transient
+    }
+
     /// The download error for a request that URLSession ended with `error`.
     /// - Parameters:
     ///   - error: URLSession's error.
     ///   - url: the download's URL.
-    /// - Returns: `.connectionFailed` with a readable reason and the original error kept.
+    /// - Returns: `.hostNotFound` or `.tlsFailure` (permanent), else `.connectionFailed` (transient), keeping the
+    ///   `URLError`.
     static func failure(_ error: any Error, url: URL) -> DownloadError {
-        .connectionFailed(url, reason: describe(error), underlying: SavedError(description: "\(error)"))
+        let ns = error as NSError
+        let underlying: any Error & Sendable = urlError(ns) ?? SavedError(description: "\(error)")
+        let reason = describe(error)
+        switch kind(domain: ns.domain, code: ns.code, message: messages(of: ns).joined(separator: ": ")) {
+        case .hostNotFound:
+            return .hostNotFound(
+                url,
+                reason: reason + "; check the host name in the URL, or this machine's DNS (a retry would not help)",
+                underlying: underlying)
+        case .tls:
+            return .tlsFailure(url, reason: reason + "; " + trustAdvice, underlying: underlying)
+        case .transient:
+            return .connectionFailed(url, reason: reason, underlying: underlying)
+        }
     }
 
-    static func describe(_ error: any Error) -> String {
-        let error = error as NSError
+    /// How an error of `domain` and `code`, with libcurl's `message`, is classified.
+    ///
+    /// swift-corelibs-foundation maps libcurl's "could not resolve host" to `cannotFindHost` (-1003) and every TLS
+    /// failure to `unknown` (-1) with libcurl's sentence ("SSL certificate problem: self-signed certificate"), so
+    /// TLS is recognised by that sentence there and by the `serverCertificate…` codes on Apple platforms. A handshake
+    /// cut short ("SSL_connect: … connection reset", `secureConnectionFailed`) stays transient.
+    static func kind(domain: String, code: Int, message: String) -> Kind {
+        guard domain == NSURLErrorDomain else { return .transient }
+        switch code {
+        case NSURLErrorCannotFindHost, NSURLErrorDNSLookupFailed:
+            return .hostNotFound
+        case NSURLErrorServerCertificateHasBadDate, NSURLErrorServerCertificateUntrusted,
+            NSURLErrorServerCertificateHasUnknownRoot, NSURLErrorServerCertificateNotYetValid,
+            NSURLErrorClientCertificateRejected, NSURLErrorClientCertificateRequired:
+            return .tls
+        case NSURLErrorUnknown:
+            let text = message.lowercased()
+            let certificate =
+                text.contains("ssl certificate problem") || text.contains("certificate subject name")
+                || text.contains("no alternative certificate subject name") || text.contains("certificate verify")
+                || text.contains("ssl peer certificate") || text.contains("unable to get local issuer")
+            return certificate ? .tls : .transient
+        default:
+            return .transient
+        }
+    }
+
+    /// What the TLS error says to do: Linux URLSession trusts only the system's CA store.
+    static let trustAdvice =
+        "retrying will not help. URLSession on Linux trusts only the system CA store: to trust a private CA, "
+        + "install it there (Debian/Ubuntu: copy it as /usr/local/share/ca-certificates/NAME.crt and run "
+        + "update-ca-certificates; RHEL/Fedora: copy it to /etc/pki/ca-trust/source/anchors/ and run "
+        + "update-ca-trust); SSL_CERT_FILE and CURL_CA_BUNDLE are not read"
+
+    /// The `URLError` for an error of `NSURLErrorDomain`.
+    private static func urlError(_ error: NSError) -> URLError? {
+        guard error.domain == NSURLErrorDomain else { return nil }
+        // Built from the code and the user info: on Linux an `NSError` does not bridge to `URLError` with `as?`.
+        // (`Code(rawValue:)` is failable on Linux only; the cast keeps one spelling for both.)
+        guard let code = URLError.Code(rawValue: error.code) as URLError.Code? else { return nil }
+        return URLError(code, userInfo: error.userInfo)
+    }
+
+    private static func messages(of error: NSError) -> [String] {
         var parts: [String] = []
         for candidate in [error, error.userInfo[NSUnderlyingErrorKey] as? NSError].compactMap({ $0 }) {
             if let text = candidate.userInfo[NSLocalizedDescriptionKey] as? String, !text.isEmpty, text != "(null)",
@@ -26,6 +94,12 @@ enum TransportError {
                 parts.append(text)
             }
         }
+        return parts
+    }
+
+    static func describe(_ error: any Error) -> String {
+        let error = error as NSError
+        var parts = messages(of: error)
         if parts.isEmpty, let known = knownCodes[error.code], error.domain == NSURLErrorDomain { parts.append(known) }
         if parts.isEmpty { parts.append("the transfer failed") }
         let domain = error.domain == NSURLErrorDomain ? "URLError" : error.domain
