@@ -68,13 +68,14 @@ extension TransferTests {
 
 extension TransferTests {
     /// A transfer with a small limit on bytes waiting for the disk, whose disk stops while a response is in flight.
-    /// Its URL stalls every response after 2 MiB of body until the client leaves: windows are smaller and never stall,
-    /// and a whole body must be cut by the limit, since nothing else ends it (no timing involved).
+    /// Its URL trickles every response after 2 MiB of body (the rest would take hours): windows are smaller and never
+    /// trickle, and a whole body must be cut by the limit, since nothing else ends it (no timing involved). A trickle,
+    /// not a stall: data keeps arriving, so libcurl keeps reading the socket.
     func slowDiskTransfer(_ path: String, window: Int64, maximumUnwritten: Int64) -> Transfer {
         var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
         configuration.maximumUnwrittenBytes = maximumUnwritten
         return Transfer(
-            url: server.url(path + "&stallAfter=\(2 << 20)&stall=600"), options: DownloadOptions(),
+            url: server.url(path + "&trickleAfter=\(2 << 20)"), options: DownloadOptions(),
             directory: directory, bridge: bridge, configuration: configuration, progress: diskStoppedWhileResponding())
     }
 
@@ -118,6 +119,9 @@ extension TransferTests {
             Issue.record("expected fileChanged: \(outcome)")
             return
         }
-        #expect(error == .fileChanged, "\(error)")
+        #expect(
+            error == .fileChanged,
+            "\(error) \(server.requests.map { "\($0.method) \($0.range ?? "-") \($0.value(forHeader: "If-Range") ?? "-")" })"
+        )
     }
 }

@@ -347,6 +347,7 @@ public final class HTTPTestServer: Sendable {
             var count = min(chunkCapacity, limit - sent)
             if let rate = response.bytesPerSecond { count = min(count, max(1, rate / 50)) }
             if let stall = response.stall, !stalled, stall.after > sent { count = min(count, stall.after - sent) }
+            if let trickle = response.trickleAfter { count = min(count, trickle > sent ? trickle - sent : 16) }
             let chunk = UnsafeMutableRawBufferPointer(rebasing: buffer[..<count])
             switch response.body {
             case .none: return true
@@ -360,6 +361,9 @@ public final class HTTPTestServer: Sendable {
             guard Socket.sendAll(fd, UnsafeRawBufferPointer(chunk)) else { return false }
             sent += count
             update { $0.statistics.bodyBytesSent += Int64(count) }
+            if let trickle = response.trickleAfter, sent > trickle {
+                guard pause(seconds: 0.01, watching: fd) else { return false }
+            }
             if let rate = response.bytesPerSecond {
                 let due = started + UInt64(Double(sent) / Double(rate) * 1e9)
                 let now = DispatchTime.now().uptimeNanoseconds

@@ -31,6 +31,9 @@ struct Response {
     var bytesPerSecond: Int?
     /// Pause for `seconds` once `after` body bytes have been sent.
     var stall: (after: Int, seconds: Double)?
+    /// Once this many body bytes have been sent, send the rest 16 bytes at a time, 100 times a second: a response that
+    /// never ends while the client stays, yet keeps the connection busy (unlike a stall).
+    var trickleAfter: Int?
     /// Separator between header name and value; `":"` makes the "no space after the colon" fault.
     var headerSeparator = ": "
     /// Close the connection after this response.

@@ -18,11 +18,20 @@ struct RequestHead {
         return !connection.contains("close")
     }
 
-    var path: String { String(target.split(separator: "?", maxSplits: 1).first ?? "") }
+    /// The target in origin form: a request sent to a forward proxy names the whole URL (`GET http://host/path`), and
+    /// the server then answers as the proxy would, with the origin's (deterministic) resource.
+    var originTarget: String {
+        guard target.hasPrefix("http://") else { return target }
+        let rest = target.dropFirst("http://".count)
+        guard let slash = rest.firstIndex(of: "/") else { return "/" }
+        return String(rest[slash...])
+    }
+
+    var path: String { String(originTarget.split(separator: "?", maxSplits: 1).first ?? "") }
 
     /// The query's items, percent-decoded.
     var query: [String: String] {
-        guard let items = URLComponents(string: "http://h\(target)")?.queryItems else { return [:] }
+        guard let items = URLComponents(string: "http://h\(originTarget)")?.queryItems else { return [:] }
         var result = [String: String]()
         for item in items where result[item.name] == nil { result[item.name] = item.value ?? "" }
         return result
@@ -77,7 +86,8 @@ enum Router {
         fireAbort: (String) -> Int
     ) -> Response {
         let components = head.path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
-        let query = head.target.contains("?") ? "?" + head.target.split(separator: "?", maxSplits: 1)[1] : ""
+        let target = head.originTarget
+        let query = target.contains("?") ? "?" + target.split(separator: "?", maxSplits: 1)[1] : ""
         guard head.method == "GET" || head.method == "HEAD" else {
             return .text(405, "method not allowed\n", headers: [("Allow", "GET, HEAD")])
         }
@@ -161,6 +171,8 @@ enum Router {
             switch options["etag"] {
             case "none": nil
             case "weak": "W/" + content.etag
+            // Two backends behind one name: the same bytes, a different ETag on every other GET.
+            case "flap": String(content.etag.dropLast()) + (counters.gets % 2 == 0 ? "-a\"" : "-b\"")
             default: content.etag
             }
         if let etag { headers.append(("ETag", etag)) }
@@ -187,6 +199,17 @@ enum Router {
         }
         if let disposition = options["disposition"] { headers.append(("Content-Disposition", disposition)) }
 
+        // encoding=stored: the file on disk is gzip (a .tar.gz) and the server labels it Content-Encoding: gzip, as
+        // Apache's AddEncoding and nginx's gzip_static do: ranges are over the gzip bytes.
+        if options["encoding"] == "stored" {
+            return storedGzip(content, headers: headers, head: head, isGet: isGet)
+        }
+        // range416=1: every request with a Range gets 416, a plain GET the whole file.
+        if options["range416"] == "1", head.value("Range") != nil {
+            headers.append(("Content-Range", "bytes */\(size)"))
+            return Response(status: 416, headers: headers)
+        }
+
         var response: Response
         let acceptsGzip = head.value("Accept-Encoding")?.lowercased().contains("gzip") ?? false
         if options["gzip"] == "1" && acceptsGzip {
@@ -196,7 +219,7 @@ enum Router {
             response = Response(status: 200, headers: headers, body: .bytes(Gzip.encode(content.bytes(in: 0..<size))))
         } else if honoursRange, let rangeHeader = head.value("Range"),
             int("norangeFrom").map({ (rangeStart(rangeHeader) ?? 0) < $0 }) ?? true,
-            ifRangeAllows(head.value("If-Range"), etag: etag, lastModified: lastModified)
+            options["etag"] == "flap" || ifRangeAllows(head.value("If-Range"), etag: etag, lastModified: lastModified)
         {
             switch parseRange(rangeHeader, size: size) {
             case .satisfiable(let range):
@@ -243,7 +266,27 @@ enum Router {
         if isGet, let after = int("stallAfter"), int("stallCount").map({ fireStall() < $0 }) ?? true {
             response.stall = (after, Double(options["stall"] ?? "") ?? 5)
         }
+        // trickleAfter=N: after N body bytes, 16 bytes every 10 ms (the rest of a large body takes hours).
+        if isGet { response.trickleAfter = int("trickleAfter") }
         if options["nospace"] == "1" { response.headerSeparator = ":" }
+        return response
+    }
+
+    /// A stored gzip file labelled `Content-Encoding: gzip`, with ranges over its bytes.
+    private static func storedGzip(
+        _ content: TestContent, headers: [(String, String)], head: RequestHead, isGet: Bool
+    ) -> Response {
+        let stored = Gzip.encode(content.bytes(in: 0..<content.size))
+        var headers = headers
+        headers.append(("Content-Encoding", "gzip"))
+        var response = Response(status: 200, headers: headers, body: .bytes(stored))
+        if let rangeHeader = head.value("Range"),
+            case .satisfiable(let range) = parseRange(rangeHeader, size: stored.count)
+        {
+            headers.append(("Content-Range", "bytes \(range.lowerBound)-\(range.upperBound - 1)/\(stored.count)"))
+            response = Response(status: 206, headers: headers, body: .bytes(Array(stored[range])))
+        }
+        if !isGet { response.omitBody = true }
         return response
     }
 

@@ -21,6 +21,13 @@ struct ResponseHead: Sendable {
     var contentDigest: String?
     var contentMD5: String?
 
+    /// The validators, without the ETag when the server's ETags proved unreliable for this resource.
+    func validators(ignoringETag: Bool) -> Validators {
+        var validators = validators
+        if ignoringETag { validators.etag = nil }
+        return validators
+    }
+
     /// Whether the body is encoded (gzip, …) rather than the bytes of the file.
     var isContentEncoded: Bool {
         let encoding = contentEncoding?.lowercased()

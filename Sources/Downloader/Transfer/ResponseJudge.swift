@@ -74,15 +74,25 @@ enum ResponseJudge {
             )
         }
         guard !head.isContentEncoded else {
+            // URLSession decodes any Content-Encoding and cannot hand over the bytes as stored, so a range of them
+            // cannot be placed in the file: the resource is fetched whole and saved decoded.
             let encoding = head.contentEncoding ?? ""
             return .end(
-                .failed(.invalidResponse(url, reason: "a 206 with Content-Encoding \(encoding) cannot be spliced")))
+                .wholeWithoutRanges(
+                    reason: "the server sends it with Content-Encoding \(encoding), which URLSession decodes: it is "
+                        + "fetched whole, without ranges, and saved decoded"))
         }
-        let validators = head.validators
+        let validators = head.validators(ignoringETag: known.ignoresETag)
         let bodyLength = Int64(range.count)
         var metadata = known
         if request.resumeOffset > 0 {
             if validators.differs(from: known.validators) {
+                if isFlapping(validators, contentRange: contentRange, known: known) {
+                    return .end(
+                        .unreliableETag(
+                            reason: "the server answers with another ETag (\(validators.etag ?? "")) for the same "
+                                + "length; its ETags are ignored, and each continuation compares the bytes before it"))
+                }
                 return .end(.restartFromZero(reason: "the resource changed (validators differ)"))
             }
             if let total = known.totalLength, let complete = contentRange.completeLength, complete != total {
@@ -108,19 +118,35 @@ enum ResponseJudge {
         return .begin(metadata, bodyLength: bodyLength, checkpoint: !small)
     }
 
+    /// Whether a continuation's other ETag looks like backends that disagree rather than a new version: only the ETag
+    /// differs, the length is the same, and Last-Modified (where both responses have one) is the same.
+    private static func isFlapping(_ validators: Validators, contentRange: ContentRange, known: ResourceMetadata)
+        -> Bool
+    {
+        guard !known.ignoresETag, known.validators.etag != nil, validators.etag != nil,
+            let total = known.totalLength, contentRange.completeLength == total
+        else { return false }
+        if let date = validators.lastModified, let knownDate = known.validators.lastModified, date != knownDate {
+            return false
+        }
+        return true
+    }
+
     /// A whole body: the first request, a server that ignores Range, or an If-Range that failed because the resource
     /// changed. In every case the body is the whole current version, from byte 0.
     private static func judgeWhole(
         _ head: ResponseHead, request: WindowRequest, known: ResourceMetadata
     ) -> ResponseVerdict {
         let encoded = head.isContentEncoded
+        let validators = head.validators(ignoringETag: known.ignoresETag)
         var metadata = known
-        let sameVersion = !head.validators.differs(from: known.validators)
+        let sameVersion = !validators.differs(from: known.validators)
         if request.ranged && sameVersion && (request.resumeOffset > 0 || request.end != nil) {
             metadata.rangesSupported = false  // same version, Range ignored: stream from now on
         }
-        metadata.validators = head.validators
+        metadata.validators = validators
         metadata.totalLength = encoded ? nil : head.contentLength
+        metadata.decodedEncoding = encoded ? head.contentEncoding : nil
         metadata.suggestedFilename = head.dispositionFilename ?? known.suggestedFilename
         metadata.announced = head.announcedChecksums(bodyIsWholeFile: true)
         if encoded { metadata.rangesSupported = false }

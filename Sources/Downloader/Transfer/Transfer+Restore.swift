@@ -53,7 +53,7 @@ extension Transfer {
             throw error
         case .cancelled:
             throw .cancelled(url)
-        case .restartFromZero, .unsatisfiable, .diskBehind:
+        case .restartFromZero, .unsatisfiable, .diskBehind, .wholeWithoutRanges, .unreliableETag:
             return nil
         }
     }

@@ -119,7 +119,7 @@ extension Transfer {
                 // middle.
                 await (sink.halfway ?? job.fence()).wait()
                 if let failure = job.failure { return .failed(failure) }
-            case .restartFromZero(let reason):
+            case .restartFromZero(let reason), .wholeWithoutRanges(let reason), .unreliableETag(let reason):
                 return .fallBack(reason: reason)
             case .unsatisfiable:
                 return .fallBack(reason: "the server cannot serve bytes \(range.lowerBound)-\(range.upperBound - 1)")

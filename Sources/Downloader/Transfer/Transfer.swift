@@ -300,9 +300,25 @@ final class Transfer: Sendable {
                     position.metadata.totalLength = completeLength
                     return
                 }
-                try await restart(
-                    job, &position, reason: "the server cannot serve bytes from \(position.offset)", &restarts)
-                position.metadata.totalLength = completeLength
+                if let completeLength, completeLength < position.offset {
+                    try await restart(
+                        job, &position, reason: "the server cannot serve bytes from \(position.offset)", &restarts)
+                    position.metadata.totalLength = completeLength
+                } else {
+                    // A 416 for bytes the resource has (or with no length at all): this server's ranges are broken.
+                    try await fetchWhole(
+                        job, &position, &connections,
+                        reason: "the server refuses a range of bytes it has (416): it is fetched whole, without ranges")
+                }
+            case .wholeWithoutRanges(let reason):
+                try await fetchWhole(job, &position, &connections, reason: reason)
+            case .unreliableETag(let reason):
+                // The same bytes from backends that disagree on ETags: judged by length, Last-Modified and the bytes
+                // before each resume point (the continuity check of a resource without a strong validator).
+                warn(reason)
+                position.metadata.ignoresETag = true
+                position.metadata.validators.etag = nil
+                connections = 1
             case .diskBehind:
                 // What arrived is kept; the next windows wait for the disk as windows do. A new version streamed here
                 // counts as a restart: a resource that changes with every request must not loop forever.
@@ -358,10 +374,26 @@ final class Transfer: Sendable {
         var metadata = ResourceMetadata()
         metadata.suggestedFilename = position.metadata.suggestedFilename
         metadata.restartedAfterMismatch = position.metadata.restartedAfterMismatch
+        // What was learnt about the server holds for the whole download.
+        metadata.ignoresETag = position.metadata.ignoresETag
+        metadata.rangesSupported = !position.wholeOnly
         position.metadata = metadata
         position.startOver()
         job.send(.startOver(announced: []))
         job.send(.checkpoint(metadata))
+    }
+
+    /// Fetches the resource whole, without `Range`, from now on: once per download (a second time is an error).
+    private func fetchWhole(
+        _ job: TransferJob, _ position: inout TransferPosition, _ connections: inout Int, reason: String
+    ) async throws(DownloadError) {
+        guard !position.wholeOnly else {
+            try await stop(job, position, with: .invalidResponse(url, reason: reason + ", and failed again so"))
+        }
+        warn(reason)
+        position.wholeOnly = true
+        position.metadata.rangesSupported = false
+        connections = 1
     }
 
     // MARK: - Helpers

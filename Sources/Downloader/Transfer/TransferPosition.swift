@@ -9,6 +9,11 @@ struct ResourceMetadata: Sendable, Equatable {
     /// The whole file's checksums the server announced.
     var announced: [Checksum] = []
     var restartedAfterMismatch = false
+    /// The server's ETags for this resource proved unreliable (see `RequestEnd.unreliableETag`): responses are judged
+    /// without them.
+    var ignoresETag = false
+    /// The `Content-Encoding` the server labelled the body with (URLSession decoded it: the file holds decoded bytes).
+    var decodedEncoding: String?
 }
 
 /// The network side of a transfer: how far the accepted bytes reach and what the responses said.
@@ -31,6 +36,9 @@ struct TransferPosition: Sendable {
     /// For a file fetched in segments, the ranges on disk after `offset` (`nil`: the file is written from its start
     /// only, so everything after `offset` is missing).
     var written: [Range<Int64>]?
+    /// Whether ranges of this resource proved unusable in this download (`RequestEnd.wholeWithoutRanges`): every
+    /// request asks for the whole file, also after a restart.
+    var wholeOnly = false
 
     /// Creates the position of an empty file.
     /// - Parameter keptLength: how many recent bytes a continuity check needs.

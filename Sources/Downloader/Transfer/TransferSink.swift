@@ -19,6 +19,13 @@ enum RequestEnd: Sendable {
     /// A response streaming the whole file got further ahead of the disk than memory allows, and the server honours
     /// Range: what arrived is kept, the rest is asked for in windows.
     case diskBehind
+    /// Ranges of this resource cannot be used (a 206 with a `Content-Encoding`, which URLSession decodes, or a 416
+    /// for bytes the resource has): fetch it whole, without `Range`, for the rest of the download.
+    case wholeWithoutRanges(reason: String)
+    /// A continuation came with another ETag but the same length (and Last-Modified, where sent): backends that
+    /// disagree on ETags for the same bytes. The ETag is ignored from now on, and continuations compare the bytes
+    /// before the resume point instead.
+    case unreliableETag(reason: String)
 }
 
 /// Receives one request's events. Every method is called on the session's serial delegate queue, never after the
