@@ -54,6 +54,19 @@ extension Arguments {
           -q, --quiet                no progress or messages (errors are still reported)
               --list                 print the downloads known in DIR and exit
 
+        Environment:
+          http_proxy, https_proxy    a forward proxy for http:// and https:// URLs (http://HOST:PORT; libcurl reads
+                                     them, http_proxy in lower case only; ranges and resumes go through it);
+                                     ALL_PROXY for both
+          no_proxy                   hosts reached directly, comma-separated (example.com,.internal,10.0.0.1)
+          TLS                        only the system's CA store is trusted: to trust a private CA, install it there
+                                     (Debian/Ubuntu: /usr/local/share/ca-certificates/NAME.crt, then
+                                     update-ca-certificates; RHEL/Fedora: /etc/pki/ca-trust/source/anchors/, then
+                                     update-ca-trust); SSL_CERT_FILE and CURL_CA_BUNDLE are not read
+
+        Errors that a retry cannot change (an unknown host, an untrusted certificate, 404 and other 4xx but 408
+        and 429) fail at once; connection faults, stalls, 5xx, 408 and 429 are retried (--retries).
+
         Signals and pipes: SIGINT, SIGTERM and SIGHUP (a closed terminal or ssh session) suspend every download and
         save its state; a second signal exits at once. A closed stdout (dl ... | head) is reported once on stderr
         and the downloads go on to the end; names and server text on stderr show control characters escaped.
