@@ -16,7 +16,7 @@ public final class TLSServer: Sendable {
 
     /// The port it listens on.
     public let port: Int
-    private let process: Process
+    private let pid: pid_t
     private let directory: URL
 
     /// Makes a key and a self-signed certificate for 127.0.0.1 and starts `openssl s_server -www` with them.
@@ -33,18 +33,13 @@ public final class TLSServer: Sendable {
             ]) == 0
         else { throw POSIXError(.EINVAL) }
         port = try Self.freePort()
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = [
-            "s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet",
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        pid = try ChildProcess.spawn(
+            "/usr/bin/openssl",
+            ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet"])
         // Ready once it accepts a connection (a deadline, not a sleep).
         let deadline = Date().addingTimeInterval(20)
         while !Self.accepts(port) {
-            guard Date() < deadline, process.isRunning else { throw POSIXError(.ECONNREFUSED) }
+            guard Date() < deadline, ChildProcess.isRunning(pid) else { throw POSIXError(.ECONNREFUSED) }
             usleep(20_000)
         }
     }
@@ -52,20 +47,14 @@ public final class TLSServer: Sendable {
     /// Stops the server and removes its key and certificate.
     public func stop() {
         // s_server does not end on SIGTERM while it serves; SIGKILL is immediate.
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-        process.waitUntilExit()
+        kill(pid, SIGKILL)
+        _ = ChildProcess.wait(pid)
         try? FileManager.default.removeItem(at: directory)
     }
 
     private static func run(_ arguments: [String]) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        guard let pid = try? ChildProcess.spawn("/usr/bin/openssl", arguments) else { return -1 }
+        return ChildProcess.wait(pid)
     }
 
     /// A port nobody listens on now (bound to port 0 and released).
@@ -97,5 +86,42 @@ public final class TLSServer: Sendable {
                 connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
             }
         }
+    }
+}
+
+/// Child processes without Foundation's `Process` (whose exit monitoring shares libdispatch's manager thread with
+/// every other process the tests run): `posix_spawn`, output to /dev/null, `waitpid`.
+public enum ChildProcess {
+    /// Starts `path` with `arguments`, its stdin, stdout and stderr on /dev/null.
+    /// - Returns: the child's pid.
+    /// - Throws: `POSIXError` when it cannot be started.
+    public static func spawn(_ path: String, _ arguments: [String]) throws -> pid_t {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        for fd: Int32 in [0, 1, 2] {
+            posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", fd == 0 ? O_RDONLY : O_WRONLY, 0)
+        }
+        let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let result = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EINVAL) }
+        return pid
+    }
+
+    /// Waits for the child to end.
+    /// - Returns: its exit status, or 128 + the signal that ended it.
+    public static func wait(_ pid: pid_t) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    /// Whether the child has not ended yet (it is not reaped).
+    public static func isRunning(_ pid: pid_t) -> Bool {
+        var status: Int32 = 0
+        return waitpid(pid, &status, WNOHANG) == 0
     }
 }

@@ -16,13 +16,8 @@ final class DLErrorTests: Sendable {
     /// Whether this machine lets us run a process in a network namespace of its own (`unshare -n`): there, no name
     /// resolves and no query leaves the machine.
     static let canIsolateNetwork: Bool = {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/unshare")
-        process.arguments = ["-n", "true"]
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        process.waitUntilExit()
-        return process.terminationStatus == 0
+        guard let pid = try? ChildProcess.spawn("/usr/bin/unshare", ["-n", "true"]) else { return false }
+        return ChildProcess.wait(pid) == 0
     }()
 
     @Test(
