@@ -127,6 +127,8 @@ final class DLTests: Sendable {
         let first = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)
         #expect(await first.send(SIGKILL, when: server) { $0.bodyBytesSent >= 800_000 })
         let killed = await first.wait()
+        // The server counts a chunk after sending it: wait until the killed connection's response has ended.
+        #expect(await server.waitUntil { $0.activeRequests == 0 })
         let sentBeforeKill = server.statistics.bodyBytesSent
         #expect(killed.status == 128 + SIGKILL)
         #expect(killed.stdout.isEmpty)
