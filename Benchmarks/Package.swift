@@ -23,6 +23,8 @@ let package = Package(
         ),
         // The naive baseline: a URLSession data-task delegate that writes every chunk as it arrives.
         .executableTarget(name: "naive-download"),
+        // A wide-area link made of loopback: each direction delayed by half the round trip, one shared rate cap.
+        .executableTarget(name: "latency-proxy"),
         // The platform's floor: URLSession alone, discarding or hashing every chunk, never touching the disk.
         .executableTarget(
             name: "urlsession-floor",

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Benchmarks/wan.sh — downloads through Benchmarks' latency-proxy (a wide-area link made of loopback: each direction
+# delayed by half the round trip, one rate cap shared by every connection), from nginx serving random files.
+# Interleaved runs of curl, wget, aria2c (when installed) and dl (release); prints each tool's median and its ratio
+# to curl's.
+#
+#   Benchmarks/wan.sh [RTT_MS=40] [RATE_MIB_S=100] [RUNS=5]
+set -uo pipefail
+RTT=${1:-40}
+RATE=${2:-100}
+RUNS=${3:-5}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+swift build --package-path "$ROOT" -c release --product dl >&2
+DL="$(swift build --package-path "$ROOT" -c release --show-bin-path)/dl"
+swiftc -O -swift-version 6 "$ROOT/Benchmarks/Sources/latency-proxy/main.swift" -o /tmp/latency-proxy >&2
+command -v nginx > /dev/null || apt-get install -y -q nginx-light > /dev/null
+
+WORK=$(mktemp -d /tmp/downloader-wan.XXXXXX)
+chmod 755 "$WORK"
+mkdir -p "$WORK/docs/small" "$WORK/logs"
+chmod 777 "$WORK/logs"
+head -c $((256 << 20)) /dev/urandom > "$WORK/docs/big.bin"
+for i in $(seq 1 100); do head -c $((200 << 10)) /dev/urandom > "$WORK/docs/small/f$i.bin"; done
+chmod -R a+rX "$WORK/docs"
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+ORIGIN=$(free_port)
+cat > "$WORK/nginx.conf" <<EOF
+daemon off; pid $WORK/nginx.pid; error_log $WORK/logs/error.log; user nobody nogroup; worker_processes 1;
+events {}
+http { access_log off; server { listen 127.0.0.1:$ORIGIN; root $WORK/docs; } }
+EOF
+nginx -c "$WORK/nginx.conf" &
+NGINX=$!
+PROXY=$(free_port)
+/tmp/latency-proxy "$PROXY" "$ORIGIN" "$RTT" "$RATE" > /dev/null &
+RELAY=$!
+cleanup() { kill $NGINX $RELAY 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+sleep 1
+BASE="http://127.0.0.1:$PROXY"
+SMALL=()
+for i in $(seq 1 100); do SMALL+=("$BASE/small/f$i.bin"); done
+
+declare -A CMD
+CMD[curl]="curl -s -o \$OUT/big.bin $BASE/big.bin"
+CMD[wget]="wget -q -O \$OUT/big.bin $BASE/big.bin"
+CMD[dl]="$DL -q -P \$OUT $BASE/big.bin"
+CMD[dl-x4]="$DL -q -x 4 -P \$OUT $BASE/big.bin"
+CMD[curl-200k]="curl -s -o \$OUT/f1.bin $BASE/small/f1.bin"
+CMD[dl-200k]="$DL -q -P \$OUT $BASE/small/f1.bin"
+CMD[dl-100x200k]="$DL -q --max-active 4 -P \$OUT ${SMALL[*]}"
+NAMES=(curl wget dl dl-x4 curl-200k dl-200k dl-100x200k)
+if command -v aria2c > /dev/null; then
+    CMD[aria2c]="aria2c -q -x1 -s1 --allow-overwrite=true -d \$OUT -o big.bin $BASE/big.bin"
+    CMD[aria2c-j4]="aria2c -q -j4 -d \$OUT ${SMALL[*]}"
+    NAMES+=(aria2c aria2c-j4)
+fi
+
+declare -A TIMES
+for ((run = 1; run <= RUNS; run++)); do
+    for name in "${NAMES[@]}"; do
+        OUT="$WORK/out"
+        rm -rf "$OUT" && mkdir -p "$OUT"
+        start=$(date +%s.%N)
+        eval "${CMD[$name]}" > /dev/null 2>&1 || echo "$name failed" >&2
+        end=$(date +%s.%N)
+        TIMES[$name]+="$(echo "$end - $start" | bc) "
+    done
+done
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "link: ${RTT} ms round trip, ${RATE} MiB/s shared; $RUNS interleaved runs; medians in seconds"
+CURL=$(echo "${TIMES[curl]}" | median)
+CURL_SMALL=$(echo "${TIMES[curl-200k]}" | median)
+for name in "${NAMES[@]}"; do
+    m=$(echo "${TIMES[$name]}" | median)
+    base=$CURL
+    [[ "$name" == *200k* ]] && base=$CURL_SMALL
+    printf '%-14s %7.3f s  %5.2fx curl  (runs: %s)\n' "$name" "$m" "$(echo "$m / $base" | bc -l)" "${TIMES[$name]}"
+done
