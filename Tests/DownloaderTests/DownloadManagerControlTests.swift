@@ -16,8 +16,10 @@ final class DownloadManagerControlTests: Sendable {
         workspace = try TestWorkspace()
     }
 
-    func makeManager(maximumActive: Int = 4) throws -> DownloadManager {
-        try DownloadManager(configuration: .forTests(directory: temporary.url, maximumActive: maximumActive))
+    func makeManager(maximumActive: Int = 4, stallTimeout: TimeInterval = 10) throws -> DownloadManager {
+        try DownloadManager(
+            configuration: .forTests(directory: temporary.url, maximumActive: maximumActive, stallTimeout: stallTimeout)
+        )
     }
 
     func getOrder(_ names: [String]) -> [String] {
@@ -66,7 +68,9 @@ final class DownloadManagerControlTests: Sendable {
 
     @Test("Raising the limit at run time starts waiting downloads at once")
     func raiseLimit() async throws {
-        let manager = try makeManager(maximumActive: 1)
+        // Held responses are not stalls: on a slow instrumented run the watchdog must not close the first one while it
+        // waits at the gate (its retry would count as a second arrival and open the gate with only two requests).
+        let manager = try makeManager(maximumActive: 1, stallTimeout: 600)
         // Each response waits at the gate until three requests arrived: with one slot they never would.
         let urls = (0..<3).map { server.url("/bytes/l\($0)?size=50000&gate=lim&gateSize=3") }
         for url in urls { await manager.enqueue(url) }

@@ -234,8 +234,11 @@ final class DownloadManagerTests: Sendable {
         let manager = try makeManager(stallTimeout: 0.5)
         let receipt = try await manager.download(server.url("/bytes/stall?size=100000&stallAfter=30000&stall=20"))
         #expect(receipt.md5 == TestContent(name: "stall", size: 100_000).md5.hexString)
-        // Every response stalls after 30 000 bytes: each time the watchdog closes it and the retry resumes there.
-        #expect(gets("stall").map(\.rangeStart) == [0, 30_000, 60_000, 90_000])
+        // Every response stalls after 30 000 bytes: each time the watchdog closes it and the retry resumes there. (On
+        // a slow instrumented run a request can also be closed before its first byte: it is then asked again from
+        // the same place, never from further back.)
+        let starts = gets("stall").compactMap(\.rangeStart)
+        #expect(starts == starts.sorted() && Array(Set(starts)).sorted() == [0, 30_000, 60_000, 90_000], "\(starts)")
     }
 
     @Test("Cancelling the awaiting task throws CancellationError and suspends only if nobody else waits")
