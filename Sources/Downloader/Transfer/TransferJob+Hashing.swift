@@ -60,6 +60,25 @@ extension TransferJob {
         hashedOffset = to
     }
 
+    /// Hashes what was written but not hashed when a failure stopped the hasher (drained): a full disk stops the
+    /// writes, but the bytes already in the file can still be read, and a saved state then counts them (a rerun
+    /// fetches only the rest). A read error leaves the hash where it was.
+    func catchUpAfterFailure() {
+        guard hashedOffset < offset else { return }
+        let from = hashedOffset
+        do throws(DownloadError) {
+            try openReader()
+            var copy = hash
+            try Self.read(reader, from: from, to: offset, file: files.partialURL, url: url) { bytes in
+                copy?.update(bufferPointer: bytes)
+            }
+            hash = copy
+            hashedOffset = offset
+        } catch {
+            return
+        }
+    }
+
     /// Reads bytes `from..<to` of an open file, 1 MiB at a time.
     /// - Throws: `DownloadError.fileSystem` when the file cannot be read or ends early.
     static func read(
