@@ -44,10 +44,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     private struct State {
         var entries: [Int: Entry] = [:]
         var invalidated = false
+        var warm: WarmConnections
     }
 
     let configuration: Configuration
-    private let state = Locked(State())
+    private let state: Locked<State>
     private let controlQueue = DispatchQueue(label: "Downloader.SessionBridge.control")
     private let delegateQueue: OperationQueue
     private let watchdog: DispatchSourceTimer
@@ -57,6 +58,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// Creates the session.
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
+        state = Locked(State(warm: WarmConnections(capacity: configuration.maximumConnectionsPerHost)))
         delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
         delegateQueue.name = "Downloader.SessionBridge.delegate"
@@ -91,6 +93,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             await withCheckedContinuation { (continuation: CheckedContinuation<RequestEnd, Never>) in
                 let accepted = state.withLock { state -> Bool in
                     guard !state.invalidated else { return false }
+                    // Every request takes an idle connection if there is one; `complete` gives it back.
+                    _ = state.warm.take(
+                        origin: Self.origin(of: request.url!), now: DispatchTime.now().uptimeNanoseconds)
                     state.entries[id] = Entry(
                         task: task, sink: sink, originalURL: request.url!, continuation: continuation,
                         lastActivity: DispatchTime.now().uptimeNanoseconds,
@@ -117,6 +122,19 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         // last makes the hand-off explicit (ThreadSanitizer does not always see it through the continuation).
         state.withLock { _ in }
         return end
+    }
+
+    /// Whether a new request to `url`'s origin would probably reuse an idle connection (see `WarmConnections`).
+    func hasWarmConnection(to url: URL) -> Bool {
+        let now = DispatchTime.now().uptimeNanoseconds
+        return state.withLock { $0.warm.hasIdle(origin: Self.origin(of: url), now: now) }
+    }
+
+    /// `scheme://host:port`.
+    static func origin(of url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
     }
 
     /// Closes a request from any thread: late events are dropped from now on and the task is cancelled on the
@@ -211,18 +229,23 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let id = task.taskIdentifier
         redirectSettled(id)
         let finished = state.withLock {
-            state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?)? in
+            state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?, URL)? in
             guard let entry = state.entries.removeValue(forKey: id) else { return nil }
-            return (entry.sink, entry.continuation, entry.request.pendingEnd)
+            return (entry.sink, entry.continuation, entry.request.pendingEnd, entry.originalURL)
         }
-        guard let (sink, continuation, pendingEnd) = finished else { return }
+        guard let (sink, continuation, pendingEnd, url) = finished else { return }
         let end: RequestEnd
         if let pendingEnd {
             end = pendingEnd
         } else {
             end = sink.complete(error: error)
         }
-        state.withLock { _ in }  // publishes the sink's last writes to the caller (see `perform`)
+        // Only a request that ended normally leaves its connection in libcurl's cache (a closed one drops it).
+        var reusable = false
+        if case .finished = end, pendingEnd == nil, error == nil { reusable = true }
+        let now = DispatchTime.now().uptimeNanoseconds
+        // Also publishes the sink's last writes to the caller (see `perform`).
+        state.withLock { $0.warm.requestEnded(origin: Self.origin(of: url), reusable: reusable, now: now) }
         continuation?.resume(returning: end)
     }
 

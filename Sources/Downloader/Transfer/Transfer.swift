@@ -244,7 +244,10 @@ final class Transfer: Sendable {
                     requestStart = start - Int64(overlap.count)
                 }
                 // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
-                let firstWindow = connectionPrimed ? configuration.windowSize : configuration.firstWindowSize
+                // The short first request only on a new connection (a reused one does not spin, see
+                // `WarmConnections`): a small file after another from the same server is one request.
+                let reuses = connectionPrimed || bridge.hasWarmConnection(to: url)
+                let firstWindow = reuses ? configuration.windowSize : configuration.firstWindowSize
                 let windowSize = limiters.map(\.windowSize).reduce(min(configuration.windowSize, firstWindow), min)
                 let last = start + windowSize - 1
                 end = metadata.totalLength.map { min(last, $0 - 1) } ?? last
