@@ -108,6 +108,12 @@ enum Router {
             let next = remaining <= 0 ? "/\(rest)\(query)" : "/redirect/\(remaining - 1)/\(rest)\(query)"
             return redirect(
                 to: "http://127.0.0.1:\(port)\(next)", status: Int(head.query["redirectStatus"] ?? "") ?? 302)
+        case "signed" where components.count >= 2:
+            // A signed URL: each visit is redirected to the target with a new signature (sig=N, N counting visits).
+            let rest = components.dropFirst().joined(separator: "/")
+            let signature = counters(head.target).all
+            let separator = query.isEmpty ? "?" : "&"
+            return redirect(to: "http://127.0.0.1:\(port)/\(rest)\(query)\(separator)sig=\(signature)", status: 302)
         case "redirect-host" where components.count >= 2:
             let rest = components.dropFirst().joined(separator: "/")
             return redirect(to: "http://localhost:\(port)/\(rest)\(query)", status: 302)
@@ -154,6 +160,10 @@ enum Router {
             var response = Response(status: 0)
             response.abort = true
             return response
+        }
+        // sig=N&sigUses=K: a signature is good for K GETs, then 403 (an expired signed URL).
+        if options["sig"] != nil, let uses = int("sigUses"), isGet, counters.gets >= uses {
+            return .text(403, "signature expired\n")
         }
         if options["nohead"] == "1" && !isGet {
             return .text(405, "HEAD not allowed here\n", headers: [("Allow", "GET")])

@@ -197,6 +197,8 @@ final class Transfer: Sendable {
         _ job: TransferJob, position: inout TransferPosition, restarts: inout Int, connectionPrimed: inout Bool,
         connections: inout Int
     ) async throws(DownloadError) {
+        // Where the URL redirected to in this run (see `makeRequest(to:)`); every restart asks the URL itself again.
+        var redirectTarget: URL?
         while true {
             if Task.isCancelled {
                 try await stop(job, position, with: .cancelled(url))
@@ -229,7 +231,7 @@ final class Transfer: Sendable {
                 job.send(.checkpoint(position.metadata))
             }
 
-            var request = makeRequest()
+            var request = makeRequest(to: redirectTarget)
             let start = position.offset
             let metadata = position.metadata
             var end: Int64?
@@ -276,6 +278,9 @@ final class Transfer: Sendable {
             connectionPrimed = true
             switch outcome {
             case .finished:
+                // Later windows of this run go straight to where the URL led (a CDN, a signed URL): one round trip
+                // per window instead of two.
+                if let answered = sink.respondingURL, answered != url { redirectTarget = answered }
                 if sink.isWholeStream {
                     return  // whole: verification and the move follow (a long stream was checkpointed as it went)
                 }
@@ -296,9 +301,14 @@ final class Transfer: Sendable {
                     position.metadata.totalLength = position.offset  // a short window of unknown total: the end
                     return
                 }
+            case .failed(let error) where redirectTarget != nil && Self.sendsBackToOriginal(error):
+                // The target refused (an expired signature, a moved object): ask the original URL again.
+                redirectTarget = nil
             case .restartFromZero(let reason):
+                redirectTarget = nil
                 try await restart(job, &position, reason: reason, &restarts)
             case .unsatisfiable(let completeLength):
+                redirectTarget = nil
                 if let completeLength, completeLength == position.offset {
                     position.metadata.totalLength = completeLength
                     return
@@ -351,12 +361,26 @@ final class Transfer: Sendable {
 
     // MARK: - Helpers
 
+    /// Whether a window sent to the redirect target goes back to the original URL after `error`: 401, 403, 404 and
+    /// 410 (an expired signed URL, an object moved on the CDN).
+    static func sendsBackToOriginal(_ error: DownloadError) -> Bool {
+        guard error == .httpStatus, let status = error.statusCode else { return false }
+        return [401, 403, 404, 410].contains(status)
+    }
+
     /// A GET for the URL with the user's headers and `Accept-Encoding: identity` (a compressed body would break
     /// byte offsets).
-    func makeRequest() -> URLRequest {
-        var request = URLRequest(url: url)
+    func makeRequest(to target: URL? = nil) -> URLRequest {
+        var request = URLRequest(url: target ?? url)
         request.cachePolicy = .reloadIgnoringLocalCacheData
-        for (name, value) in options.headers { request.setValue(value, forHTTPHeaderField: name) }
+        // Credentials stay with their origin, as on a redirect (`SessionBridge.originBoundHeaders`).
+        let sameOrigin = target.map { SessionBridge.isSameOrigin($0, url) } ?? true
+        for (name, value) in options.headers
+        where sameOrigin
+            || !SessionBridge.originBoundHeaders.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame })
+        {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         return request
     }

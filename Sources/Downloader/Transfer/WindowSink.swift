@@ -42,6 +42,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private(set) var isOtherVersion = false
     /// Opens when the disk has written and hashed the first half of this response's body.
     private(set) var halfway: DiskFence?
+    /// The URL that answered, after any redirects.
+    private(set) var respondingURL: URL?
 
     init(
         job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
@@ -61,6 +63,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         guard let http = response as? HTTPURLResponse else {
             return .failed(.invalidResponse(job.url, reason: "not an HTTP response"))
         }
+        respondingURL = http.url
         let request = WindowRequest(
             start: start, end: end, ranged: ranged, resumeOffset: resumeOffset, windowSize: checkpointInterval)
         var saveNow = false

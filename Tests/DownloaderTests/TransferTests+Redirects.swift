@@ -1,0 +1,49 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Issue #24: within a run, windows go to where the URL redirected (one round trip per window instead of two), and
+/// back to the URL itself when the target refuses or the file restarts.
+extension TransferTests {
+    func requests(_ path: String) -> [RecordedRequest] {
+        server.requests.filter { $0.method == "GET" && $0.path == path }
+    }
+
+    @Test("After a redirect, the other windows go straight to the target")
+    func windowsGoToTheTarget() async throws {
+        let size = 3 << 20
+        let result = try await transfer("/signed/bytes/cdn?size=\(size)", window: 1 << 20).run()
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "cdn", size: size).md5)
+        #expect(requests("/signed/bytes/cdn").count == 1, "the URL itself once")
+        let windows = requests("/bytes/cdn")
+        #expect(windows.count >= 4 && windows.allSatisfy { $0.target.hasSuffix("sig=0") })
+    }
+
+    @Test("A target that refuses (an expired signature: 403) sends the next window back to the URL itself")
+    func expiredTargetGoesBack() async throws {
+        let size = 4 << 20
+        let result = try await transfer("/signed/bytes/expiring?size=\(size)&sigUses=2", window: 1 << 20).run()
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "expiring", size: size).md5)
+        let signed = requests("/signed/bytes/expiring").count
+        #expect(signed >= 2, "a fresh signature was fetched")
+        #expect(Set(requests("/bytes/expiring").compactMap { $0.target.split(separator: "=").last }).count == signed)
+    }
+
+    @Test("Credentials set for the URL's host never go straight to a target on another host")
+    func credentialsStayWithTheirOrigin() async throws {
+        let size = 3 << 20
+        let options = DownloadOptions(headers: ["Authorization": "Bearer secret", "X-Trace": "t1"])
+        let result = try await transfer(
+            "/redirect-host/bytes/elsewhere?size=\(size)", options: options, window: 1 << 20
+        )
+        .run()
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "elsewhere", size: size).md5)
+        let direct = requests("/bytes/elsewhere")
+        #expect(direct.count >= 3)
+        #expect(direct.allSatisfy { $0.value(forHeader: "Authorization") == nil })
+        #expect(direct.allSatisfy { $0.value(forHeader: "X-Trace") == "t1" })
+        #expect(requests("/redirect-host/bytes/elsewhere").count == 1)
+    }
+}
