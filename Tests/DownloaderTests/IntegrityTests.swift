@@ -88,8 +88,9 @@ extension IntegrityTests {
             try await manager.download(url, options: DownloadOptions(checksum: wrong))
         }
         // One whole window (the first download left a connection to reuse: no short first request), then one clean
-        // restart.
-        #expect(server.requests.filter { $0.path == "/bytes/sha-wrong" && $0.method == "GET" }.count == 2)
+        // restart. Under ThreadSanitizer the reuse was once not predicted: then a short first request comes first.
+        let gets = server.requests.filter { $0.path == "/bytes/sha-wrong" && $0.method == "GET" }.count
+        #expect(gets == 2 || (runsUnderSanitizer && gets == 3), "\(gets) GETs")
         await manager.shutdown()
     }
 
