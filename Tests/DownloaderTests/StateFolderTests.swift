@@ -53,6 +53,24 @@ final class StateFolderTests: Sendable {
         #expect(otherContents() == before, "nothing outside was touched")
     }
 
+    @Test("A lock taken after the last owner removed the partial area opens the new one (two dl with --wait)")
+    func lockAfterPartialAreaRemoved() throws {
+        // The waiting owner opened the folders while the other held the lock; the other then cleaned up (its partial
+        // area removed, the state folder kept because the waiting one had created the lock file again) and let go.
+        let url = work.appendingPathComponent("shared-state")
+        let first = StateFolder(url: url)
+        let held = try DirectoryLock.acquire(first, timeout: 0)
+        let waiting = StateFolder(url: url)
+        try waiting.open()
+        #expect(first.removePartialAreaIfEmpty())
+        held.release()
+        let lock = try DirectoryLock.acquire(waiting, timeout: 0)
+        defer { lock.release() }
+        let fd = try waiting.openFile("a.part", in: .partial, flags: O_WRONLY | O_CREAT)
+        _ = close(fd)
+        #expect(FileManager.default.fileExists(atPath: url.appendingPathComponent("partial/a.part").path))
+    }
+
     @Test("A state folder that is a symbolic link is refused, naming it; the folder it points to is untouched")
     func symlinkedStateFolder() throws {
         try link(".downloader", to: other)

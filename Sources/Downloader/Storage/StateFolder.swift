@@ -66,12 +66,20 @@ final class StateFolder: Sendable {
         (area == .state ? url : partialURL).appendingPathComponent(name, isDirectory: false)
     }
 
-    /// Whether the opened state folder is still the folder at its path (not removed, or replaced, meanwhile).
+    /// Whether the opened state folder and partial area are still the folders at their paths (not removed, or replaced,
+    /// meanwhile).
     var isAtItsPath: Bool {
-        guard let fd = descriptors.withLock({ $0?.state }) else { return false }
+        guard let fds = descriptors.withLock({ $0 }) else { return false }
         var open = stat()
         var named = stat()
-        guard fstat(fd, &open) == 0, lstat(url.path, &named) == 0 else { return false }
+        guard fstat(fds.state, &open) == 0, lstat(url.path, &named) == 0,
+            open.st_ino == named.st_ino && open.st_dev == named.st_dev
+        else { return false }
+        // The partial area too: the last owner removes it when it is empty, and the state folder stays when another
+        // process created its lock file again meanwhile.
+        guard fstat(fds.partial, &open) == 0, fstatat(fds.state, "partial", &named, AT_SYMLINK_NOFOLLOW) == 0 else {
+            return false
+        }
         return open.st_ino == named.st_ino && open.st_dev == named.st_dev
     }
 
