@@ -59,7 +59,7 @@ final class DownloadManagerTests: Sendable {
     func duplicatesJoin() async throws {
         let manager = try makeManager()
         let url = server.url("/bytes/dup?size=200000&rate=2000000")
-        let callbacks = Downloader.Locked(0)
+        let callbacks = Locked(0)
         await manager.enqueue(
             url, completion: { result in if case .success = result { callbacks.withLock { $0 += 1 } } })
         let receipts = try await withThrowingTaskGroup(of: DownloadReceipt.self) { group in

@@ -23,7 +23,7 @@ extension TransferTests {
 
     func rerun(
         _ path: String, checksum: Checksum? = nil, window: Int64 = 256 << 10, connections: Int = 1,
-        warnings: Downloader.Locked<[String]> = .init([])
+        warnings: Locked<[String]> = .init([])
     ) async -> Result<TransferResult, DownloadError> {
         var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
         configuration.minimumSegmentSize = 256 << 10
@@ -106,7 +106,7 @@ extension TransferTests {
         try editState(of: server.url(path)) { state in
             state["hashedLength"] = ((state["hashedLength"] as? Int) ?? 0) / 2
         }
-        let warnings = Downloader.Locked<[String]>([])
+        let warnings = Locked<[String]>([])
         let outcome = await rerun(path, warnings: warnings)
         try expectRightOrError(outcome, content)
         #expect(throws: Never.self) { try outcome.get() }

@@ -99,7 +99,7 @@ struct TransferJobTests {
         defer { directory.remove() }
         let entered = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
-        let once = Downloader.Locked<Bool>(true)
+        let once = Locked<Bool>(true)
         let job = makeJob(in: directory) { _, _ in
             // The first batch's progress callback holds the disk queue, as a slow disk would.
             guard
@@ -154,7 +154,7 @@ struct TransferJobTests {
             // A small backlog now and then: written bytes then reach the hasher as counts it reads back from the file.
             let job = makeJob(in: directory, hashBacklogLimit: seed % 3 == 0 ? 8 << 20 : Int64(seed % 7 + 1) * 9_000)
             // Durability: every state counts only bytes that were synced before it was saved (issue #22).
-            let undurable = Downloader.Locked<[String]>([])
+            let undurable = Locked<[String]>([])
             job.willSave = { hashed, synced in
                 if hashed > synced { undurable.withLock { $0.append("hashed \(hashed) > synced \(synced)") } }
             }

@@ -10,7 +10,7 @@ extension TransferTests {
     @Test("A server that answers every Range with 416 but a plain GET with 200: fetched whole, once, without ranges")
     func rangeAlways416() async throws {
         let size = 3 << 20
-        let warnings = Downloader.Locked<[String]>([])
+        let warnings = Locked<[String]>([])
         let transfer = Transfer(
             url: server.url("/bytes/r416?size=\(size)&range416=1"), options: DownloadOptions(), directory: directory,
             bridge: bridge, configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10),
@@ -59,7 +59,7 @@ extension TransferTests {
         "A stored gzip labelled Content-Encoding gzip with ranges honoured (Apache AddEncoding): saved decoded, whole")
     func storedGzipWithRanges() async throws {
         let size = 300_000
-        let warnings = Downloader.Locked<[String]>([])
+        let warnings = Locked<[String]>([])
         let transfer = Transfer(
             url: server.url("/bytes/dataset.tar.gz?size=\(size)&encoding=stored"), options: DownloadOptions(),
             directory: directory, bridge: bridge, configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10),

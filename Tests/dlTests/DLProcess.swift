@@ -1,3 +1,4 @@
+import Downloader
 import Foundation
 import HTTPTestServer
 

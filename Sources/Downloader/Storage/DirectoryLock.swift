@@ -16,14 +16,14 @@ import Foundation
 /// folder's descriptor (a `lock` planted as a symbolic link is refused). A state folder or lock file that was removed
 /// and created again while this one waited (its last owner cleaned up) is noticed, and the lock is taken again on the
 /// new one.
-final class DirectoryLock: @unchecked Sendable {
+final class DirectoryLock: Sendable {
     let folder: StateFolder
-    private let lock = NSLock()
-    private var fd: Int32
+    /// The lock file's descriptor; -1 once released.
+    private let fd: Locked<Int32>
 
     private init(folder: StateFolder, fd: Int32) {
         self.folder = folder
-        self.fd = fd
+        self.fd = Locked(fd)
     }
 
     deinit {
@@ -81,27 +81,29 @@ final class DirectoryLock: @unchecked Sendable {
 
     /// Lets go of the lock. Idempotent.
     func release() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard fd >= 0 else { return }
-        _ = closeDescriptor(fd)
-        fd = -1
+        fd.withLock { fd in
+            guard fd >= 0 else { return }
+            _ = closeDescriptor(fd)
+            fd = -1
+        }
     }
 
     /// Deletes the lock file while still holding the lock, then lets go (the state folder is being removed).
     func removeAndRelease() {
-        lock.lock()
-        defer { lock.unlock() }
-        guard fd >= 0 else { return }
-        folder.remove("lock", in: .state)
-        _ = closeDescriptor(fd)
-        fd = -1
+        fd.withLock { fd in
+            guard fd >= 0 else { return }
+            folder.remove("lock", in: .state)
+            _ = closeDescriptor(fd)
+            fd = -1
+        }
     }
 
     private func writeOwner() {
         let text = "\(getpid())\n"
-        _ = ftruncate(fd, 0)
-        _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+        fd.withLock { fd in
+            _ = ftruncate(fd, 0)
+            _ = text.withCString { pwrite(fd, $0, strlen($0), 0) }
+        }
     }
 
     private static func readOwner(_ fd: Int32) -> Int32? {
