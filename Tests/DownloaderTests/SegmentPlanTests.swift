@@ -4,65 +4,41 @@ import Testing
 
 @testable import Downloader
 
-/// The segment plan without sockets: splitting, windows, stealing, failures, and random event sequences.
+/// The segment plan without sockets: windows in order, failures, stopping, and random event sequences.
 @Suite("SegmentPlan")
 struct SegmentPlanTests {
-    @Test("The missing bytes are split into one segment per connection; a short tail joins the segment before it")
-    func split() {
-        let plan = SegmentPlan(missing: [16..<1000], connections: 4, window: 100, minimumSegment: 100)
-        #expect(plan.segments.map { $0.next..<$0.end } == [16..<262, 262..<508, 508..<754, 754..<1000])
-        let few = SegmentPlan(missing: [0..<250], connections: 4, window: 100, minimumSegment: 100)
-        #expect(few.segments.map { $0.next..<$0.end } == [0..<100, 100..<250], "no segment under the minimum")
-        let gaps = SegmentPlan(missing: [10..<20, 500..<700], connections: 2, window: 50, minimumSegment: 10)
-        #expect(gaps.segments.map { $0.next..<$0.end } == [10..<20, 500..<605, 605..<700])
-    }
-
-    @Test("Each connection walks its own segment window by window, then steals half of the largest part left")
-    func windowsAndSteal() {
-        var plan = SegmentPlan(missing: [0..<1000], connections: 2, window: 100, minimumSegment: 100)
-        #expect(plan.nextWindow(for: 0) == 0..<100)
-        #expect(plan.nextWindow(for: 1) == 500..<600)
-        plan.finished(0)
-        #expect(plan.nextWindow(for: 0) == 100..<200)
-        plan.finished(0)
-        for expected: Int64 in [200, 300, 400] {
-            #expect(plan.nextWindow(for: 0)?.lowerBound == expected)
-            plan.finished(0)
-        }
-        // Connection 0's segment is done; connection 1 still has 600..<1000 unrequested: 0 takes 800..<1000.
-        #expect(plan.nextWindow(for: 0) == 800..<900)
-        plan.finished(0)
-        #expect(plan.nextWindow(for: 0) == 900..<1000)
-        plan.finished(0)
-        // 600..<800 is left to connection 1: split once more, then too small to split.
-        #expect(plan.nextWindow(for: 0) == 700..<800)
-        plan.finished(0)
-        #expect(plan.nextWindow(for: 0) == nil)
-        plan.finished(1)
-        #expect(plan.nextWindow(for: 1) == 600..<700)
-        plan.finished(1)
-        #expect(plan.nextWindow(for: 1) == nil && plan.isComplete)
-    }
-
-    @Test("With a segment size, connections take windows in file order")
+    @Test("Connections take windows in file order across the gaps; a failed window's rest comes first")
     func inOrder() {
-        var plan = SegmentPlan(missing: [10..<450], connections: 3, window: 100, minimumSegment: 400, segmentSize: 100)
+        var plan = SegmentPlan(missing: [10..<250, 300..<320, 400..<400, 500..<620], window: 100)
         #expect(plan.nextWindow(for: 0) == 10..<110)
         #expect(plan.nextWindow(for: 1) == 110..<210)
-        #expect(plan.nextWindow(for: 2) == 210..<310)
+        #expect(plan.nextWindow(for: 2) == 210..<250, "a window never crosses a gap")
         plan.finished(1)
-        #expect(plan.nextWindow(for: 1) == 310..<410)
+        #expect(plan.nextWindow(for: 1) == 300..<320)
         plan.finished(0)
-        #expect(plan.nextWindow(for: 0) == 410..<450)
-        plan.failed(2, received: 50)
-        #expect(plan.nextWindow(for: 2) == 260..<310, "what a failed window did not bring comes first")
+        #expect(plan.nextWindow(for: 0) == 500..<600, "an empty range is skipped")
+        plan.failed(2, received: 15)
+        #expect(plan.nextWindow(for: 2) == 225..<250, "what a failed window did not bring comes first")
+        #expect(plan.outstanding == 100 + 20 + 25 + 20)
         for connection in 0..<3 { plan.finished(connection) }
+        #expect(plan.nextWindow(for: 0) == 600..<620)
+        plan.finished(0)
         #expect(plan.nextWindow(for: 0) == nil && plan.isComplete)
+    }
+
+    @Test("After a stop, windows in flight end and no new one starts")
+    func stopping() {
+        var plan = SegmentPlan(missing: [0..<1000], window: 100)
+        #expect(plan.nextWindow(for: 0) == 0..<100)
+        plan.stop()
+        #expect(plan.nextWindow(for: 1) == nil)
+        plan.finished(0)
+        #expect(!plan.isComplete && plan.outstanding == 900)
     }
 
     @Test("A failed window gives back what did not arrive; any connection takes it")
     func failure() {
-        var plan = SegmentPlan(missing: [0..<300], connections: 1, window: 100, minimumSegment: 300)
+        var plan = SegmentPlan(missing: [0..<300], window: 100)
         #expect(plan.nextWindow(for: 0) == 0..<100)
         plan.failed(0, received: 40)
         #expect(plan.outstanding == 260)
@@ -98,10 +74,7 @@ struct SegmentPlanTests {
             }
             let connections = Int.random(in: 1...6, using: &random)
             let window = Int64.random(in: 1...400, using: &random)
-            var plan = SegmentPlan(
-                missing: missing, connections: connections, window: window,
-                minimumSegment: Int64.random(in: 1...500, using: &random),
-                segmentSize: Bool.random(using: &random) ? window : nil)
+            var plan = SegmentPlan(missing: missing, window: window)
             var inFlight: [Int: Range<Int64>] = [:]
             var steps = 0
             while !plan.isComplete && steps < 100_000 {

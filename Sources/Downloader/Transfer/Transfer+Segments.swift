@@ -57,10 +57,7 @@ extension Transfer {
         // Connections take the next window in file order: bytes arrive nearly in order, so the digest follows the
         // watermark during the transfer. (One long segment per connection left three quarters of the file to hash
         // after its last byte: 1.26 × the time of one connection on an unthrottled loopback.)
-        let plan = Locked(
-            SegmentPlan(
-                missing: missing, connections: connections, window: windowSize,
-                minimumSegment: configuration.minimumSegmentSize, segmentSize: windowSize))
+        let plan = Locked(SegmentPlan(missing: missing, window: windowSize))
         let outcome = await withTaskGroup(of: SegmentsOutcome.self) { group -> SegmentsOutcome in
             for connection in 0..<connections {
                 group.addTask {
