@@ -50,10 +50,18 @@ CMD[curl-200k]="curl -s -o \$OUT/f1.bin $BASE/small/f1.bin"
 CMD[dl-200k]="$DL -q -P \$OUT $BASE/small/f1.bin"
 CMD[dl-100x200k]="$DL -q --max-active 4 -P \$OUT ${SMALL[*]}"
 NAMES=(curl wget dl dl-x4 curl-200k dl-200k dl-100x200k)
+# DL_BASELINE=PATH: another dl binary (an older tree's release build) in the same interleaved runs, for an A/B.
+if [[ -n "${DL_BASELINE:-}" ]]; then
+    CMD[base]="$DL_BASELINE -q -P \$OUT $BASE/big.bin"
+    CMD[base-200k]="$DL_BASELINE -q -P \$OUT $BASE/small/f1.bin"
+    CMD[base-100x200k]="$DL_BASELINE -q --max-active 4 -P \$OUT ${SMALL[*]}"
+    NAMES+=(base base-200k base-100x200k)
+fi
 if command -v aria2c > /dev/null; then
     CMD[aria2c]="aria2c -q -x1 -s1 --allow-overwrite=true -d \$OUT -o big.bin $BASE/big.bin"
-    CMD[aria2c-j4]="aria2c -q -j4 -d \$OUT ${SMALL[*]}"
-    NAMES+=(aria2c aria2c-j4)
+    CMD[aria2c-x4]="aria2c -q -x4 -s4 --allow-overwrite=true -d \$OUT -o big.bin $BASE/big.bin"
+    CMD[aria2c-j4]="aria2c -q -Z -j4 -d \$OUT ${SMALL[*]}"
+    NAMES+=(aria2c aria2c-x4 aria2c-j4)
 fi
 
 declare -A TIMES

@@ -50,6 +50,7 @@ public final class HTTPTestServer: Sendable {
         var digests: [TestContent: MD5Digest] = [:]
         var waiters: [Waiter] = []
         var nextWaiterID = 0
+        var beforeChunk: (@Sendable (Int) -> Void)?
     }
 
     /// Starts a server on 127.0.0.1 at a free port.
@@ -96,6 +97,13 @@ public final class HTTPTestServer: Sendable {
     public var requests: [RecordedRequest] { statistics.requests }
 
     /// Forgets the request log and the peaks (open connections stay counted).
+    /// Sets what a response to a URL with `paced=1` calls before each chunk of its body (64 KiB at most), on its
+    /// connection's thread, with the offset in the resource where the chunk begins: the test makes the response wait
+    /// there for an event (its disk catching up). `nil` (the default) sends at once.
+    public func setBeforeChunk(_ hook: (@Sendable (_ offset: Int) -> Void)?) {
+        update { $0.beforeChunk = hook }
+    }
+
     public func resetStatistics() {
         state.withLock {
             let open = $0.statistics.openConnections
@@ -163,7 +171,7 @@ public final class HTTPTestServer: Sendable {
         for waiter in waiters { waiter.continuation.resume(returning: waiter.condition(statistics)) }
     }
 
-    private var isStopping: Bool { state.withLock { $0.stopping } }
+    var isStopping: Bool { state.withLock { $0.stopping } }
 
     /// Applies `change` to the state and resumes the waiters whose condition now holds.
     private func update(_ change: (inout State) -> Void) {
@@ -339,7 +347,11 @@ public final class HTTPTestServer: Sendable {
         let started = DispatchTime.now().uptimeNanoseconds
         var sent = 0
         var stalled = false
+        let bodyStart: Int
+        if case .content(_, let range) = response.body { bodyStart = range.lowerBound } else { bodyStart = 0 }
+        let beforeChunk = response.paced ? state.withLock { $0.beforeChunk } : nil
         while sent < limit {
+            beforeChunk?(bodyStart + sent)
             if let stall = response.stall, !stalled, sent >= stall.after {
                 stalled = true
                 guard pause(seconds: stall.seconds, watching: fd) else { return false }
@@ -374,57 +386,5 @@ public final class HTTPTestServer: Sendable {
             return false
         }
         return true
-    }
-
-    /// Waits in short slices so that `stop()` interrupts it, watching the connection: when the client hangs up the
-    /// pause ends at once, so the request stops counting as active as soon as the client has gone.
-    /// - Returns: `false` when the server is stopping or the client closed the connection.
-    private func pause(seconds: Double, watching fd: Int32) -> Bool {
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, seconds) * 1e9)
-        while true {
-            let now = DispatchTime.now().uptimeNanoseconds
-            guard now < deadline else { break }
-            if isStopping { return false }
-            let left = deadline - now
-            #if os(Linux)
-                let pollReadHangUp: Int16 = 0x2000  // POLLRDHUP, a _GNU_SOURCE macro the Glibc module does not export
-                let events = pollReadHangUp | Int16(POLLHUP) | Int16(POLLERR)
-            #else
-                let events = Int16(POLLHUP) | Int16(POLLERR)
-            #endif
-            var descriptor = pollfd(fd: fd, events: events, revents: 0)
-            let ready = poll(&descriptor, 1, Int32(min(left / 1_000_000, 20)))
-            if ready > 0 && descriptor.revents != 0 { return false }
-        }
-        return !isStopping
-    }
-}
-
-/// Barriers for `gate=G&gateSize=K`: a response waits until K requests have arrived at its gate. Arrivals are counted
-/// once per request; a gate that has opened stays open.
-private final class Gates: @unchecked Sendable {
-    private let condition = NSCondition()
-    private var arrivals: [String: Int] = [:]
-
-    /// Counts an arrival and waits until the gate is open.
-    /// - Returns: `false` when the server is stopping or 30 s passed first (the test then fails on its own checks).
-    func pass(_ name: String, size: Int, isStopping: () -> Bool) -> Bool {
-        condition.lock()
-        defer { condition.unlock() }
-        arrivals[name, default: 0] += 1
-        condition.broadcast()
-        let deadline = Date().addingTimeInterval(30)
-        while arrivals[name, default: 0] < size {
-            if isStopping() || Date() >= deadline { return false }
-            _ = condition.wait(until: min(deadline, Date().addingTimeInterval(0.1)))
-        }
-        return true
-    }
-
-    /// Wakes every waiter so that it notices the server stopping.
-    func wakeAll() {
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
     }
 }

@@ -42,6 +42,8 @@ struct Response {
     var abort = false
     /// Hold the response (before its head) until `size` requests naming this gate have arrived.
     var gate: (name: String, size: Int)?
+    /// Before each chunk of the body, call the server's `beforeChunk` hook (a test paces the response by an event).
+    var paced = false
 
     init(status: Int, headers: [(String, String)] = [], body: Body = .none) {
         self.status = status

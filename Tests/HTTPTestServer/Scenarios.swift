@@ -278,6 +278,8 @@ enum Router {
         }
         // trickleAfter=N: after N body bytes, 16 bytes every 10 ms (the rest of a large body takes hours).
         if isGet { response.trickleAfter = int("trickleAfter") }
+        // paced=1: before each chunk of a GET's body, the server calls `beforeChunk` (see there).
+        if isGet { response.paced = options["paced"] == "1" }
         if options["nospace"] == "1" { response.headerSeparator = ":" }
         return response
     }

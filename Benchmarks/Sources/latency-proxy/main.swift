@@ -149,6 +149,8 @@ final class Direction: @unchecked Sendable {
     return address
 }
 
+// A client that hangs up while a direction is writing to it must end that connection, not the relay.
+signal(SIGPIPE, SIG_IGN)
 let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
 var yes: Int32 = 1
 setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))

@@ -34,9 +34,13 @@ struct TransferResult: Sendable {
 final class Transfer: Sendable {
     /// Settings of the engine.
     struct Configuration: Sendable {
-        /// Bytes per Range request: memory stays bounded because the next window starts only once the disk is past
-        /// the middle of this one (at most one and a half windows wait in memory).
+        /// Bytes of a full Range request at first, and whenever the disk falls behind: memory stays bounded because
+        /// the next window starts only once the disk is past the middle of this one (at most one and a half windows
+        /// wait in memory, also when windows grow).
         var windowSize: Int64 = 8 << 20
+        /// The longest window: after a window the disk kept up with, the next is four times as long, up to this, so that a
+        /// link with a long round trip idles between windows less often (see `WindowSizing`).
+        var maximumWindowSize: Int64 = 128 << 20
         /// Bytes of the first request when it opens a new connection (a fresh download, not a resume after a HEAD).
         ///
         /// On Linux, FoundationNetworking keeps watching a new connection for writability for the whole of its first
@@ -48,8 +52,7 @@ final class Transfer: Sendable {
         var maximumRestarts = 3
         /// Connections per download when its options do not say (`DownloadOptions.connections`).
         var connections = 1
-        /// The smallest segment of a download fetched over several connections (and the smallest part a connection
-        /// takes over from another).
+        /// Several connections are used only when at least twice this many bytes are missing.
         var minimumSegmentSize: Int64 = 4 << 20
         /// The most received bytes that may wait for the disk while a whole file streams in one response (a server
         /// that ignores Range, or a body without a length); beyond it the response ends (see `RequestEnd.diskBehind`).
@@ -199,6 +202,7 @@ final class Transfer: Sendable {
     ) async throws(DownloadError) {
         // Where the URL redirected to in this run (see `makeRequest(to:)`); every restart asks the URL itself again.
         var redirectTarget: URL?
+        var sizing = WindowSizing(base: configuration.windowSize, maximum: configuration.maximumWindowSize)
         while true {
             if Task.isCancelled {
                 try await stop(job, position, with: .cancelled(url))
@@ -249,8 +253,8 @@ final class Transfer: Sendable {
                 // The short first request only on a new connection (a reused one does not spin, see
                 // `WarmConnections`): a small file after another from the same server is one request.
                 let reuses = connectionPrimed || bridge.hasWarmConnection(to: url)
-                let firstWindow = reuses ? configuration.windowSize : configuration.firstWindowSize
-                let windowSize = limiters.map(\.windowSize).reduce(min(configuration.windowSize, firstWindow), min)
+                let firstWindow = reuses ? sizing.full : configuration.firstWindowSize
+                let windowSize = limiters.map(\.windowSize).reduce(min(sizing.full, firstWindow), min)
                 let last = start + windowSize - 1
                 end = metadata.totalLength.map { min(last, $0 - 1) } ?? last
                 request.setValue("bytes=\(requestStart)-\(end!)", forHTTPHeaderField: "Range")
@@ -269,7 +273,8 @@ final class Transfer: Sendable {
             }
             let sink = WindowSink(
                 job: job, position: position, start: requestStart, end: end, ranged: end != nil, overlap: overlap,
-                checkpointInterval: configuration.windowSize, maximumUnwritten: configuration.maximumUnwrittenBytes)
+                checkpointInterval: configuration.windowSize, maximumUnwritten: configuration.maximumUnwrittenBytes,
+                grownWindowLimit: end.flatMap { sizing.unwrittenLimit(forWindowOf: $0 - start + 1) })
             let outcome = await bridge.perform(request, sink: sink)
             position = sink.position  // the request has ended: the network side is ours again
             // Short only once per run: after a restart the whole file is asked for in one window even if libcurl
@@ -284,6 +289,7 @@ final class Transfer: Sendable {
                 if sink.isWholeStream {
                     return  // whole: verification and the move follow (a long stream was checkpointed as it went)
                 }
+                if let end { sizing.windowEnded(length: end - start + 1, peakUnwritten: sink.peakUnwritten) }
                 // The last window of a file is not checkpointed (verification and the move follow at once), nor is
                 // a small file (see `ResponseJudge.uncheckpointedSize`).
                 let small =
@@ -333,7 +339,7 @@ final class Transfer: Sendable {
                 position.metadata.validators.etag = nil
                 connections = 1
             case .diskBehind:
-                // What arrived is kept; the next windows wait for the disk as windows do. A new version streamed here
+                // What arrived is kept; the next windows, of the base size again, wait for the disk as windows do. A new version streamed here
                 // counts as a restart: a resource that changes with every request must not loop forever.
                 if sink.isOtherVersion {
                     restarts += 1
@@ -345,6 +351,7 @@ final class Transfer: Sendable {
                         )
                     }
                 }
+                sizing.diskFellBehind()
                 if let failure = await job.drained() { try await stop(job, position, with: failure) }
                 job.send(.checkpoint(position.metadata))
             case .failed(let error):
@@ -353,35 +360,5 @@ final class Transfer: Sendable {
                 try await stop(job, position, with: .cancelled(url))
             }
         }
-    }
-
-    /// How many bytes before the resume point a request without a strong validator asks for again, to compare: a
-    /// change that leaves these bytes equal would go unnoticed (the residual risk, documented in the README).
-    static let continuityCheckLength = 64 << 10
-
-    // MARK: - Helpers
-
-    /// Whether a window sent to the redirect target goes back to the original URL after `error`: 401, 403, 404 and
-    /// 410 (an expired signed URL, an object moved on the CDN).
-    static func sendsBackToOriginal(_ error: DownloadError) -> Bool {
-        guard error == .httpStatus, let status = error.statusCode else { return false }
-        return [401, 403, 404, 410].contains(status)
-    }
-
-    /// A GET for the URL with the user's headers and `Accept-Encoding: identity` (a compressed body would break
-    /// byte offsets).
-    func makeRequest(to target: URL? = nil) -> URLRequest {
-        var request = URLRequest(url: target ?? url)
-        request.cachePolicy = .reloadIgnoringLocalCacheData
-        // Credentials stay with their origin, as on a redirect (`SessionBridge.originBoundHeaders`).
-        let sameOrigin = target.map { SessionBridge.isSameOrigin($0, url) } ?? true
-        for (name, value) in options.headers
-        where sameOrigin
-            || !SessionBridge.originBoundHeaders.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame })
-        {
-            request.setValue(value, forHTTPHeaderField: name)
-        }
-        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
-        return request
     }
 }

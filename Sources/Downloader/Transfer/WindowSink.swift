@@ -30,6 +30,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     /// The most received bytes that may wait to be written while a whole file streams in one response (see
     /// `Transfer.Configuration.maximumUnwrittenBytes`).
     private let maximumUnwritten: Int64
+    /// For a window grown past the base size (see `Transfer.Configuration.maximumWindowSize`), the most received bytes
+    /// that may wait for the disk before the window ends early; `nil` for a window its own length bounds.
+    private let grownWindowLimit: Int64?
 
     /// The network side, owned by this sink until the request ends.
     private(set) var position: TransferPosition
@@ -42,14 +45,18 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private(set) var isOtherVersion = false
     /// Opens when the disk has written and hashed the first half of this response's body.
     private(set) var halfway: DiskFence?
+    /// The most received bytes that waited for the disk at once while this response arrived.
+    private(set) var peakUnwritten: Int64 = 0
     /// The URL that answered, after any redirects.
     private(set) var respondingURL: URL?
 
     init(
         job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
-        checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes
+        checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes,
+        grownWindowLimit: Int64? = nil
     ) {
         self.maximumUnwritten = maximumUnwritten
+        self.grownWindowLimit = grownWindowLimit
         self.job = job
         self.position = position
         self.start = start
@@ -94,7 +101,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         }
         position.keepsRecentBytes = !position.metadata.validators.hasStrongETag
         if saveNow { job.send(.checkpoint(position.metadata)) }
-        let every = isWholeStream ? checkpointInterval : nil
+        // A long response saves the state as it goes (a window of the base size is saved when it ends).
+        let every = isWholeStream || grownWindowLimit != nil ? checkpointInterval : nil
         if let failure = job.send(.describe(position.metadata, checkpointEvery: every)) { return .failed(failure) }
         return nil
     }
@@ -124,7 +132,11 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         position.accept(data)
         if let failure = job.send(.write(data)) { return .failed(failure) }
         if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
-        if isWholeStream && job.unwrittenBytes > maximumUnwritten { return diskFellBehind() }
+        let unwritten = job.unwrittenBytes
+        peakUnwritten = max(peakUnwritten, unwritten)
+        if isWholeStream && unwritten > maximumUnwritten { return diskFellBehind() }
+        // A grown window while the disk slowed down: the rest comes in windows of the base size.
+        if let grownWindowLimit, !isWholeStream, unwritten > grownWindowLimit { return .diskBehind }
         return nil
     }
 

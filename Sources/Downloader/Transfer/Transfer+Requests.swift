@@ -1,0 +1,36 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// What a transfer's requests carry, and where they go.
+extension Transfer {
+    /// How many bytes before the resume point a request without a strong validator asks for again, to compare: a
+    /// change that leaves these bytes equal would go unnoticed (the residual risk, documented in the README).
+    static let continuityCheckLength = 64 << 10
+
+    /// Whether a window sent to the redirect target goes back to the original URL after `error`: 401, 403, 404 and
+    /// 410 (an expired signed URL, an object moved on the CDN).
+    static func sendsBackToOriginal(_ error: DownloadError) -> Bool {
+        guard error == .httpStatus, let status = error.statusCode else { return false }
+        return [401, 403, 404, 410].contains(status)
+    }
+
+    /// A GET for the URL with the user's headers and `Accept-Encoding: identity` (a compressed body would break
+    /// byte offsets).
+    func makeRequest(to target: URL? = nil) -> URLRequest {
+        var request = URLRequest(url: target ?? url)
+        request.cachePolicy = .reloadIgnoringLocalCacheData
+        // Credentials stay with their origin, as on a redirect (`SessionBridge.originBoundHeaders`).
+        let sameOrigin = target.map { SessionBridge.isSameOrigin($0, url) } ?? true
+        for (name, value) in options.headers
+        where sameOrigin
+            || !SessionBridge.originBoundHeaders.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame })
+        {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        return request
+    }
+}
