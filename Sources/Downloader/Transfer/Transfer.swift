@@ -289,7 +289,9 @@ final class Transfer: Sendable {
                 if sink.isWholeStream {
                     return  // whole: verification and the move follow (a long stream was checkpointed as it went)
                 }
-                if let end { sizing.windowEnded(length: end - start + 1, peakUnwritten: sink.peakUnwritten) }
+                if let end, !sink.hashFellBehind {
+                    sizing.windowEnded(length: end - start + 1, peakUnwritten: sink.peakUnwritten)
+                }
                 // The last window of a file is not checkpointed (verification and the move follow at once), nor is
                 // a small file (see `ResponseJudge.uncheckpointedSize`).
                 let small =

@@ -67,6 +67,11 @@ final class TransferJob: @unchecked Sendable {
     private let buffered = Locked((now: Int64(0), peak: Int64(0)))
     /// Bytes handed to the hasher in memory and not yet hashed.
     let hashBacklog = Locked<Int64>(0)
+    /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls behind
+    /// the network (see `WindowSizing`).
+    private let readBack = Locked<Int64>(0)
+    /// Bytes the hasher had to read back from the file so far (any thread).
+    var readBackBytes: Int64 { readBack.withLock { $0 } }
 
     // Disk queue.
     var writer: FileWriter?
@@ -287,6 +292,7 @@ final class TransferJob: @unchecked Sendable {
             return true
         }
         if inMemory { return .bytes(data) }
+        readBack.withLock { $0 += count }
         changeBuffered(by: -count)
         return .fromFile(count)
     }

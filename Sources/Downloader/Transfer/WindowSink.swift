@@ -47,6 +47,10 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private(set) var halfway: DiskFence?
     /// The most received bytes that waited for the disk at once while this response arrived.
     private(set) var peakUnwritten: Int64 = 0
+    /// `job.readBackBytes` when the response began, and whether it grew before the response ended: the hash stage
+    /// fell behind, and what it had not hashed was dropped from memory to be read back.
+    private var readBackAtStart: Int64 = 0
+    private(set) var hashFellBehind = false
     /// The URL that answered, after any redirects.
     private(set) var respondingURL: URL?
 
@@ -71,6 +75,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             return .failed(.invalidResponse(job.url, reason: "not an HTTP response"))
         }
         respondingURL = http.url
+        readBackAtStart = job.readBackBytes
         let request = WindowRequest(
             start: start, end: end, ranged: ranged, resumeOffset: resumeOffset, windowSize: checkpointInterval)
         var saveNow = false
@@ -158,6 +163,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
 
     func complete(error: (any Error)?) -> RequestEnd {
         if let failure = job.failure { return .failed(failure) }
+        hashFellBehind = job.readBackBytes > readBackAtStart
         // Success is judged by our own accounting: every byte the Content-Range announced arrived (and was sent to
         // the disk, which reports its own errors). A transport complaint after that (a Content-Length larger than
         // the body) changes nothing.
