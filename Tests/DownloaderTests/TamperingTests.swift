@@ -9,7 +9,8 @@ import Testing
 extension TransferTests {
     /// Runs a transfer that a dropped connection stops at `offset`, leaving a partial file and its saved state.
     func interrupted(_ path: String, window: Int64 = 256 << 10, connections: Int = 1) async throws {
-        var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
+        var configuration = Transfer.Configuration(
+            windowSize: window, maximumWindowSize: window, firstWindowSize: 16 << 10)
         configuration.minimumSegmentSize = 256 << 10
         let outcome = await runTransfer(
             Transfer(
@@ -25,7 +26,8 @@ extension TransferTests {
         _ path: String, checksum: Checksum? = nil, window: Int64 = 256 << 10, connections: Int = 1,
         warnings: Locked<[String]> = .init([])
     ) async -> Result<TransferResult, DownloadError> {
-        var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
+        var configuration = Transfer.Configuration(
+            windowSize: window, maximumWindowSize: window, firstWindowSize: 16 << 10)
         configuration.minimumSegmentSize = 256 << 10
         return await runTransfer(
             Transfer(
