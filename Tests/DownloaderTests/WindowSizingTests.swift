@@ -23,6 +23,8 @@ struct WindowSizingTests {
         var sizing = WindowSizing(base: 100, maximum: 10_000)
         sizing.windowEnded(length: 100, peakUnwritten: 26)
         #expect(sizing.full == 100, "more than a quarter of a base window waited")
+        sizing.windowEnded(length: 100, peakUnwritten: 0, hashFellBehind: true)
+        #expect(sizing.full == 100, "the hasher had to read back: hashing is the slower side")
         sizing.windowEnded(length: 40, peakUnwritten: 0)
         #expect(sizing.full == 100, "a short window (the first request, the file's tail, a bandwidth limit)")
         sizing.windowEnded(length: 100, peakUnwritten: 0)

@@ -38,8 +38,8 @@ extension DownloadManager {
         /// Bytes of a fresh download's first request, which opens a connection (see
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
         var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
-        /// Several connections are used only when at least twice this many bytes are missing (`Transfer.Configuration`).
-        /// Internal: tests use small files.
+        /// Several connections are used only when at least twice this many bytes are missing
+        /// (`Transfer.Configuration`). Internal: tests use small files.
         var minimumSegmentSize = Transfer.Configuration().minimumSegmentSize
         /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
         /// somewhere else, as `dl` does with its `--dir`.

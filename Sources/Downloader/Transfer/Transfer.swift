@@ -38,8 +38,8 @@ final class Transfer: Sendable {
         /// the next window starts only once the disk is past the middle of this one (at most one and a half windows
         /// wait in memory, also when windows grow).
         var windowSize: Int64 = 8 << 20
-        /// The longest window: after a window the disk kept up with, the next is four times as long, up to this, so that a
-        /// link with a long round trip idles between windows less often (see `WindowSizing`).
+        /// The longest window: after a window the disk kept up with, the next is four times as long, up to this, so
+        /// that a link with a long round trip idles between windows less often (see `WindowSizing`).
         var maximumWindowSize: Int64 = 128 << 20
         /// Bytes of the first request when it opens a new connection (a fresh download, not a resume after a HEAD).
         ///
@@ -271,10 +271,12 @@ final class Transfer: Sendable {
                     }
                 }
             }
+            // The bytes from the resume point this request asks for (the overlap before it aside).
+            let windowLength = end.map { $0 - start + 1 }
             let sink = WindowSink(
                 job: job, position: position, start: requestStart, end: end, ranged: end != nil, overlap: overlap,
                 checkpointInterval: configuration.windowSize, maximumUnwritten: configuration.maximumUnwrittenBytes,
-                grownWindowLimit: end.flatMap { sizing.unwrittenLimit(forWindowOf: $0 - start + 1) })
+                grownWindowLimit: windowLength.flatMap(sizing.unwrittenLimit(forWindowOf:)))
             let outcome = await bridge.perform(request, sink: sink)
             position = sink.position  // the request has ended: the network side is ours again
             // Short only once per run: after a restart the whole file is asked for in one window even if libcurl
@@ -289,8 +291,9 @@ final class Transfer: Sendable {
                 if sink.isWholeStream {
                     return  // whole: verification and the move follow (a long stream was checkpointed as it went)
                 }
-                if let end, !sink.hashFellBehind {
-                    sizing.windowEnded(length: end - start + 1, peakUnwritten: sink.peakUnwritten)
+                if let windowLength {
+                    sizing.windowEnded(
+                        length: windowLength, peakUnwritten: sink.peakUnwritten, hashFellBehind: sink.hashFellBehind)
                 }
                 // The last window of a file is not checkpointed (verification and the move follow at once), nor is
                 // a small file (see `ResponseJudge.uncheckpointedSize`).
@@ -341,8 +344,9 @@ final class Transfer: Sendable {
                 position.metadata.validators.etag = nil
                 connections = 1
             case .diskBehind:
-                // What arrived is kept; the next windows, of the base size again, wait for the disk as windows do. A new version streamed here
-                // counts as a restart: a resource that changes with every request must not loop forever.
+                // What arrived is kept; the next windows, of the base size again, wait for the disk as windows do. A
+                // new version streamed here counts as a restart: a resource that changes with every request must not
+                // loop forever.
                 if sink.isOtherVersion {
                     restarts += 1
                     guard restarts <= configuration.maximumRestarts else {

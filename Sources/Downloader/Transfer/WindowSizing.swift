@@ -3,12 +3,11 @@
 ///
 /// On a link with a long round trip every window costs one idle round trip before its first byte, so windows grow
 /// while the network, not the disk, is the slower side: a full window during which never more than a quarter of a
-/// base window waited to be written (and the hash stage kept what it had not hashed in memory: `Transfer` does not
-/// report a window that it did not) makes the next four times as long, up to `maximum` (from 8 MiB: 32, then 128 MiB,
-/// so 256 MiB take five requests, not 32). Memory keeps its bound: a grown window ends
-/// early once more than one and a half base windows wait for the disk, and the windows start again at `base`. A window
-/// of the base size needs no such limit: the next request waits until the disk is past the middle of this one, so at
-/// most one and a half windows wait.
+/// base window waited to be written, and the hash stage kept what it had not hashed in memory, makes the next four
+/// times as long, up to `maximum` (from 8 MiB: 32, then 128 MiB, so 256 MiB take five requests with the short first
+/// one, not 33). Memory keeps its bound: a grown window ends early once more than one and a half base windows wait
+/// for the disk, and the windows start again at `base`. A window of the base size needs no such limit: the next
+/// request waits until the disk is past the middle of this one, so at most one and a half windows wait.
 struct WindowSizing: Sendable, Equatable {
     /// The first full window, and the size windows return to when the disk falls behind.
     let base: Int64
@@ -28,9 +27,10 @@ struct WindowSizing: Sendable, Equatable {
     }
 
     /// A window of `length` bytes arrived whole; at most `peakUnwritten` of the received bytes waited for the disk at
-    /// once while it arrived.
-    mutating func windowEnded(length: Int64, peakUnwritten: Int64) {
-        guard length == full, peakUnwritten <= base / 4 else { return }
+    /// once while it arrived, and `hashFellBehind` says whether the hasher had to read some of them back from the
+    /// file (hashing, not writing, was the slower side).
+    mutating func windowEnded(length: Int64, peakUnwritten: Int64, hashFellBehind: Bool = false) {
+        guard length == full, peakUnwritten <= base / 4, !hashFellBehind else { return }
         full = min(4 * full, maximum)
     }
 
