@@ -8,23 +8,13 @@ OLD=$1
 NEW=$2
 RUNS=${3:-5}
 shift 3 2> /dev/null || shift $#
-command -v nginx > /dev/null || apt-get install -y -q nginx-light > /dev/null
-WORK=$(mktemp -d /tmp/downloader-ab.XXXXXX)
-chmod 755 "$WORK"
-mkdir -p "$WORK/docs" "$WORK/logs"
-chmod 777 "$WORK/logs"
+source "$(dirname "$0")/nginx-workspace.sh"
+make_workspace ab
 head -c $((1 << 30)) /dev/urandom > "$WORK/docs/1g.bin"
-chmod -R a+rX "$WORK/docs"
 SUM=$(md5sum < "$WORK/docs/1g.bin" | cut -d' ' -f1)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$WORK/nginx.conf" <<CONF
-daemon off; pid $WORK/nginx.pid; error_log $WORK/logs/error.log; user nobody nogroup; worker_processes 1;
-events {}
-http { access_log off; sendfile on; server { listen 127.0.0.1:$PORT; root $WORK/docs; } }
-CONF
-nginx -c "$WORK/nginx.conf" &
-NGINX=$!
-trap 'kill $NGINX 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+serve_docs
+PORT=$NGINX_PORT
+trap 'kill $NGINX_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
 sleep 1
 cat "$WORK/docs/1g.bin" > /dev/null
 declare -A WALL RSS
@@ -40,7 +30,6 @@ for ((run = 1; run <= RUNS; run++)); do
         RSS[$name]+="$((rss / 1024)) "
     done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for name in old new; do
     printf '%-4s %6.2f s  %4d MB peak RSS  (wall: %s)\n' "$name" "$(echo "${WALL[$name]}" | median)" \
         "$(echo "${RSS[$name]}" | median)" "${WALL[$name]}"

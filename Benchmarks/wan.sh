@@ -13,28 +13,17 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 swift build --package-path "$ROOT" -c release --product dl >&2
 DL="$(swift build --package-path "$ROOT" -c release --show-bin-path)/dl"
 swiftc -O -swift-version 6 "$ROOT/Benchmarks/Sources/latency-proxy/main.swift" -o /tmp/latency-proxy >&2
-command -v nginx > /dev/null || apt-get install -y -q nginx-light > /dev/null
+source "$ROOT/Benchmarks/nginx-workspace.sh"
 
-WORK=$(mktemp -d /tmp/downloader-wan.XXXXXX)
-chmod 755 "$WORK"
-mkdir -p "$WORK/docs/small" "$WORK/logs"
-chmod 777 "$WORK/logs"
+make_workspace wan
+mkdir -p "$WORK/docs/small"
 head -c $((256 << 20)) /dev/urandom > "$WORK/docs/big.bin"
 for i in $(seq 1 100); do head -c $((200 << 10)) /dev/urandom > "$WORK/docs/small/f$i.bin"; done
-chmod -R a+rX "$WORK/docs"
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-ORIGIN=$(free_port)
-cat > "$WORK/nginx.conf" <<EOF
-daemon off; pid $WORK/nginx.pid; error_log $WORK/logs/error.log; user nobody nogroup; worker_processes 1;
-events {}
-http { access_log off; server { listen 127.0.0.1:$ORIGIN; root $WORK/docs; } }
-EOF
-nginx -c "$WORK/nginx.conf" &
-NGINX=$!
+serve_docs
 PROXY=$(free_port)
-/tmp/latency-proxy "$PROXY" "$ORIGIN" "$RTT" "$RATE" > /dev/null &
+/tmp/latency-proxy "$PROXY" "$NGINX_PORT" "$RTT" "$RATE" > /dev/null &
 RELAY=$!
-cleanup() { kill $NGINX $RELAY 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
+cleanup() { kill $NGINX_PID $RELAY 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"; }
 trap cleanup EXIT
 sleep 1
 BASE="http://127.0.0.1:$PROXY"
@@ -75,7 +64,6 @@ for ((run = 1; run <= RUNS; run++)); do
         TIMES[$name]+="$(echo "$end - $start" | bc) "
     done
 done
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "link: ${RTT} ms round trip, ${RATE} MiB/s shared; $RUNS interleaved runs; medians in seconds"
 CURL=$(echo "${TIMES[curl]}" | median)
 CURL_SMALL=$(echo "${TIMES[curl-200k]}" | median)
