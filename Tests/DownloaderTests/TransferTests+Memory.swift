@@ -21,13 +21,16 @@ extension TransferTests {
     func memoryBoundedBySlowDisk() async throws {
         // URLSession on Linux has no backpressure: a request's whole body arrives as fast as the network allows. The
         // bound comes from the windows: the next request starts only once the disk is past the middle of this one.
-        // The disk stops while a response is in flight, so each window waits whole in memory: the worst case.
+        // The disk stops while a response is in flight, so each window waits whole in memory: the worst case. Windows
+        // of one size: a window whose response ended before the disk's first batch would let the next one grow, and a
+        // grown window has its own bound (`grownWindowCut`).
         let window: Int64 = 512 << 10
         let size = 8 << 20
         let content = TestContent(name: "slowdisk", size: size)
         let transfer = Transfer(
             url: server.url("/bytes/slowdisk?size=\(size)"), options: DownloadOptions(), directory: directory,
-            bridge: bridge, configuration: .init(windowSize: window, firstWindowSize: 64 << 10),
+            bridge: bridge,
+            configuration: .init(windowSize: window, maximumWindowSize: window, firstWindowSize: 64 << 10),
             progress: diskStoppedWhileResponding())
         let result = try await transfer.run()
         #expect(result.md5 == content.md5)
