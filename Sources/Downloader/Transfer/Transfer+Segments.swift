@@ -25,20 +25,6 @@ extension Transfer {
     /// The most connections one download opens (aria2 has the same cap).
     static let maximumConnections = 16
 
-    /// Whether the rest of the file is fetched in segments: a file begun in segments always continues so (its missing
-    /// bytes are not all at its end); otherwise only with several connections wanted, a known length, Range honoured
-    /// with a validator to send as `If-Range` on every segment, and at least two segments' worth of bytes left.
-    func fetchesInSegments(_ position: TransferPosition, connections: Int) -> Bool {
-        let metadata = position.metadata
-        // Bytes after a gap cannot be appended to: such a file goes on in segments (a response that shows another
-        // version, or Range ignored, then restarts it).
-        if position.written != nil { return metadata.totalLength != nil }
-        guard let total = metadata.totalLength, metadata.rangesSupported, metadata.validators.ifRange != nil else {
-            return false
-        }
-        return connections > 1 && position.offset > 0 && total - position.offset >= 2 * configuration.minimumSegmentSize
-    }
-
     /// Fetches every missing byte over `connections` connections, each asking for its segment a window at a time.
     /// - Returns: how it ended; the position is whole when it finished.
     func fetchSegments(

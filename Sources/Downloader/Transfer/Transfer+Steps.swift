@@ -1,0 +1,113 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The executor's steps for `StateMachine` actions that touch the network or the disk: a window's request, the check
+/// of the whole file, its move into the completed area, and an early end.
+extension Transfer {
+    /// Sends one window's GET and tells the machine how it ended.
+    /// - Returns: the machine's next action, and the fence that opens when the disk is past the window's middle.
+    func send(
+        _ window: StateMachine.Window, job: TransferJob, machine: inout StateMachine
+    ) async throws(DownloadError) -> (StateMachine.Action, DiskFence?) {
+        var request = makeRequest(to: window.target)
+        let overlap = window.overlap > 0 ? try await lastBytes(job, machine.position, count: window.overlap) : Data()
+        if let end = window.end {
+            request.setValue("bytes=\(window.requestStart)-\(end)", forHTTPHeaderField: "Range")
+            if let ifRange = window.ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
+            // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
+            for limiter in limiters {
+                do {
+                    try await limiter.wait(for: end - window.requestStart + 1)
+                } catch {
+                    return (machine.cancel(), nil)
+                }
+            }
+        }
+        let sink = WindowSink(
+            job: job, position: machine.position, start: window.requestStart, end: window.end,
+            ranged: window.end != nil, overlap: overlap, checkpointInterval: configuration.windowSize,
+            maximumUnwritten: configuration.maximumUnwrittenBytes, grownWindowLimit: window.unwrittenLimit)
+        let end = await bridge.perform(request, sink: sink)
+        // The request has ended: the network side is the machine's again.
+        let report = StateMachine.Report(
+            position: sink.position, respondingURL: sink.respondingURL, isWholeStream: sink.isWholeStream,
+            isOtherVersion: sink.isOtherVersion, received: sink.received, peakUnwritten: sink.peakUnwritten,
+            hashFellBehind: sink.hashFellBehind)
+        return (machine.requestEnded(end, report: report), sink.halfway)
+    }
+
+    /// Lets the disk finish, checks the file's length and finishes its digest.
+    /// - Returns: the digest, and the checksum error when it differs from the caller's expectation (else from a
+    ///   checksum the server announced in the algorithm that was hashed).
+    /// - Throws: the disk's failure, or a file whose length is not the one announced or written.
+    func verify(
+        _ job: TransferJob, metadata: ResourceMetadata, expected: Checksum?
+    ) async throws(DownloadError) -> (computed: Checksum?, mismatch: DownloadError?) {
+        if let failure = await job.drained() { throw failure }
+        job.closeFile()
+        let computed = job.hash?.finalize()
+        if let total = metadata.totalLength, total != job.offset {
+            throw .invalidResponse(url, reason: "the file has \(job.offset) bytes, the server announced \(total)")
+        }
+        // The digest covers the bytes as they arrived; the file must hold exactly those.
+        if let onDisk = job.files.partialSize, onDisk != job.offset {
+            job.discardFiles()
+            throw .fileSystem(url, reason: "the partial file has \(onDisk) bytes where \(job.offset) were written")
+        }
+        guard let computed, let target = target(expected, metadata: metadata, computed: computed), target != computed
+        else { return (computed, nil) }
+        return (computed, .checksumMismatch(url, expected: target, actual: computed))
+    }
+
+    /// Moves the verified file into the completed area.
+    /// - Returns: what the transfer produced.
+    func place(
+        _ job: TransferJob, machine: StateMachine, checksum computed: Checksum?, expected: Checksum?,
+        resumedBytes: Int64, replacing: URL?
+    ) throws(DownloadError) -> TransferResult {
+        let metadata = machine.position.metadata
+        let verification: Verification =
+            if let computed {
+                target(expected, metadata: metadata, computed: computed) == nil
+                    ? .computed(computed) : .checksum(computed)
+            } else {
+                metadata.totalLength != nil ? .lengthOnly : .unverified
+            }
+        let fileURL: URL
+        do {
+            fileURL = try complete(job, metadata: metadata, checksum: computed, replacing: replacing)
+        } catch {
+            // The file is whole and verified: a later run only has to move it.
+            try? job.checkpoint(metadata, segments: job.segmentsToSave)
+            throw error
+        }
+        return TransferResult(
+            fileURL: fileURL, checksum: computed, verification: verification, length: job.offset,
+            resumedBytes: resumedBytes, receivedBytes: job.receivedThisRun,
+            suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: job.peakBufferedBytes)
+    }
+
+    /// What the digest is compared with: the caller's expectation, else a checksum the server announced in the
+    /// algorithm that was hashed.
+    private func target(_ expected: Checksum?, metadata: ResourceMetadata, computed: Checksum) -> Checksum? {
+        expected ?? metadata.announced.first { $0.algorithm == computed.algorithm }
+    }
+
+    /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run (or, when no byte
+    /// arrived — a 404, a refused connection — leaves nothing behind) and throws.
+    func stop(
+        _ job: TransferJob, _ position: TransferPosition, with error: DownloadError
+    ) async throws(DownloadError) -> Never {
+        let diskFailure = await job.drained()
+        if job.offset == 0 {
+            job.discardFiles()
+        } else {
+            if diskFailure != nil { job.catchUpAfterFailure() }
+            try? job.checkpoint(position.metadata, segments: job.segmentsToSave)
+        }
+        throw diskFailure ?? error
+    }
+}
