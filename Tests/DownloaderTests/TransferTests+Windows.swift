@@ -70,8 +70,10 @@ extension TransferTests {
         let lengths = requestedLengths("cut")
         #expect(lengths.contains { $0 > window }, "the windows grew first: \(lengths)")
         #expect(lengths.last.map { $0 <= window } ?? false, "and came back to the base: \(lengths)")
-        // Unwritten bytes stop at 1.5 windows; what the hasher has not yet taken from memory comes on top (under
-        // load it lagged 200 KiB). Without the cut the 4 MiB window would hold over 3 MiB.
-        #expect(result.peakBufferedBytes <= 1 << 20, "\(result.peakBufferedBytes) bytes waited")
+        // Unwritten bytes stop at 1.5 windows, give or take the chunk that crossed the limit; without the cut the
+        // 4 MiB window would hold over 3 MiB. (What the hasher has not yet taken comes on top, up to its backlog
+        // limit: under load it lagged 1.2 MiB, so the total is not what this test bounds.)
+        #expect(result.peakUnwrittenBytes <= window * 3 / 2 + (64 << 10), "\(result.peakUnwrittenBytes) unwritten")
+        #expect(result.peakUnwrittenBytes > window, "the disk really fell behind")
     }
 }

@@ -114,6 +114,8 @@ extension Transfer {
         /// Where the URL led in this run: later windows go there (one round trip each, not two); every restart and a
         /// refusal there (`Transfer.sendsBackToOriginal`) ask the URL itself again.
         private(set) var redirectTarget: URL?
+        /// The most received bytes that waited to be written at once during any window of this run.
+        private(set) var peakUnwritten: Int64 = 0
         /// Whether a request of this run opened a connection already (only the first one is short).
         private var connectionPrimed: Bool
         private var state = State.ready
@@ -190,6 +192,7 @@ extension Transfer.StateMachine {
     mutating func requestEnded(_ end: RequestEnd, report: Report) -> Action {
         guard case .requesting(let window) = state else { return unexpected("requestEnded") }
         position = report.position
+        peakUnwritten = max(peakUnwritten, report.peakUnwritten)
         connectionPrimed = true
         state = .ready
         switch end {

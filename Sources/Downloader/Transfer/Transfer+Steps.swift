@@ -87,7 +87,8 @@ extension Transfer {
         return TransferResult(
             fileURL: fileURL, checksum: computed, verification: verification, length: job.offset,
             resumedBytes: resumedBytes, receivedBytes: job.receivedThisRun,
-            suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: job.peakBufferedBytes)
+            suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: job.peakBufferedBytes,
+            peakUnwrittenBytes: machine.peakUnwritten)
     }
 
     /// What the digest is compared with: the caller's expectation, else a checksum the server announced in the

@@ -20,8 +20,10 @@ struct TransferResult: Sendable {
     let receivedBytes: Int64
     /// The server's raw `Content-Disposition` name, if it sent one.
     let suggestedFilename: String?
-    /// The most received bytes that waited in memory for the disk at once.
+    /// The most received bytes that waited in memory for the disk at once (to be written or hashed).
     var peakBufferedBytes: Int64 = 0
+    /// The most received bytes that waited to be written at once during one response.
+    var peakUnwrittenBytes: Int64 = 0
 }
 
 /// Takes one URL to one complete, verified file, surviving interruptions without ever producing a wrong byte.
