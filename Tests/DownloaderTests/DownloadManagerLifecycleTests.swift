@@ -97,8 +97,8 @@ final class DownloadManagerLifecycleTests: Sendable {
     func namingOnCompletedURL() async throws {
         let manager = try makeManager()
         let url = server.url("/bytes/renamed?size=3000&filename=report.txt")
-        let first = try await manager.download(url)
-        #expect(first.fileURL.lastPathComponent != "report.txt")
+        let first = try await manager.download(url, options: DownloadOptions(naming: .md5OfURL))
+        #expect(first.fileURL.lastPathComponent == DownloadDirectory.defaultFilename(for: url))
         let second = try await manager.download(url, options: DownloadOptions(naming: .suggested))
         #expect(second.fileURL.lastPathComponent == "report.txt")
         #expect(try md5OfFile(second.fileURL) == TestContent(name: "renamed", size: 3000).md5)

@@ -2,10 +2,11 @@ import Foundation
 
 /// How the completed file is named.
 public enum FileNaming: Sendable, Hashable, Codable {
-    /// `md5(url)` plus the URL's extension: stable, unique per URL, never colliding.
+    /// `md5(url)` plus the URL's extension: stable, unique per URL, never colliding; replaced by a newer verified
+    /// version of the same URL (the default before 1.0.0).
     case md5OfURL
     /// The server's `Content-Disposition` name, else the URL's last path component, else `md5(url)`; sanitised, and
-    /// made unique (`name (1).ext`) instead of overwriting an unrelated file.
+    /// made unique (`name (1).ext`) instead of overwriting an unrelated file. The default.
     case suggested
     /// This name, sanitised, made unique like `.suggested`.
     case custom(String)
@@ -21,10 +22,11 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     public var checksum: Checksum?
     /// Shorthand for an expected MD5 as 32 hex digits; `checksum` wins when both are set.
     public var expectedMD5: String?
-    /// How the completed file is named (default `.md5OfURL`). Asking for a completed download with another naming
-    /// set explicitly renames its file; options that leave the naming at its default never move a file.
+    /// How the completed file is named (default `.suggested`: the server's name, else the URL's). Asking for a
+    /// completed download with another naming set explicitly renames its file; options that leave the naming at its
+    /// default never move a file.
     public var naming: FileNaming {
-        get { chosenNaming ?? .md5OfURL }
+        get { chosenNaming ?? .suggested }
         set { chosenNaming = newValue }
     }
     /// The naming, when a caller chose one.
@@ -57,7 +59,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// work as with one. Default `nil`: the manager's `Configuration.connectionsPerDownload` (1 unless set).
     public var connections: Int?
 
-    /// Creates options with the defaults: no extra headers, no expected digest, `.md5OfURL` naming (not chosen), MD5
+    /// Creates options with the defaults: no extra headers, no expected digest, `.suggested` naming (not chosen), MD5
     /// computed.
     public init() {
         headers = [:]
@@ -76,7 +78,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - headers: extra request headers.
     ///   - checksum: the expected checksum, if known.
     ///   - expectedMD5: the expected MD5 as hex, if known (shorthand for an MD5 `checksum`).
-    ///   - naming: how the completed file is named; `nil` leaves the default (`.md5OfURL`) unchosen.
+    ///   - naming: how the completed file is named; `nil` leaves the default (`.suggested`) unchosen.
     ///   - computesMD5: whether to hash the file (see `computesMD5`).
     ///   - priority: which waiting download starts first (see `priority`).
     ///   - destination: the exact file to write, if not a name in the completed area (see `destination`).
