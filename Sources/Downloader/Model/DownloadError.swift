@@ -100,6 +100,21 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     public func hash(into hasher: inout Hasher) { hasher.combine(code) }
 
+    /// Matches any error against a kind, so that `catch DownloadError.httpStatus { … }` and
+    /// `switch error { case DownloadError.stalled: … }` work where `error` is `any Error`.
+    /// - Parameters:
+    ///   - pattern: the kind (`DownloadError.checksumMismatch`, …).
+    ///   - value: the error thrown.
+    /// - Returns: whether `value` is a `DownloadError` of that kind.
+    public static func ~= (pattern: DownloadError, value: any Error) -> Bool {
+        (value as? DownloadError)?.code == pattern.code
+    }
+
+    /// Matches a `DownloadError` against a kind (`case .httpStatus:` in a `switch` over a `DownloadError`).
+    public static func ~= (pattern: DownloadError, value: DownloadError) -> Bool {
+        value.code == pattern.code
+    }
+
     // MARK: - Constructors with details
 
     static func invalidURL(_ text: String, reason: String) -> DownloadError {
