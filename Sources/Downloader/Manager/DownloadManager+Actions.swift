@@ -32,7 +32,7 @@ extension DownloadManager {
                 discardFiles(url, producedBy: generation, includingCompletedFile: includingCompleted)
             case .forget(let url):
                 book[url] = nil
-                progressHandlers[url] = nil
+                endProgress(url)
                 emit(.removed(url))
                 persist(url)
             case .shutDownCompleted:
@@ -81,7 +81,7 @@ extension DownloadManager {
         }
         if state != .failed && state != .completed { record.receipt.error = nil }
         book[url] = record
-        if state.isResting { progressHandlers[url] = nil }
+        if state.isResting { endProgress(url) }
         changed(url)
     }
 
@@ -237,14 +237,6 @@ extension DownloadManager {
         guard let receipt = book[url]?.receipt else { return }
         emit(.stateChanged(receipt))
         persist(url)
-    }
-
-    func emit(_ event: DownloadEvent) {
-        for continuation in eventContinuations.values { continuation.yield(event) }
-    }
-
-    func removeEventContinuation(_ id: UUID) {
-        eventContinuations[id] = nil
     }
 
     /// Saves a download's record (or its removal) within 10 ms: the changes of a burst (thousands of `enqueue` calls,

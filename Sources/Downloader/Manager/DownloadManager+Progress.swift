@@ -36,7 +36,7 @@ extension DownloadManager {
             }
             book[url] = record
             emit(.progress(record.receipt))
-            for handler in progressHandlers[url] ?? [] { handler(record.receipt) }
+            for channel in progressHandlers[url] ?? [] { channel.progress(record.receipt) }
         }
         return true
     }

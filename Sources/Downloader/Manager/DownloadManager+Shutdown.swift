@@ -39,8 +39,8 @@ extension DownloadManager {
             lock?.release()
         }
         bridge.invalidate()
-        for continuation in eventContinuations.values { continuation.finish() }
-        eventContinuations.removeAll()
+        for subscriber in eventSubscribers.values { subscriber.continuation.finish() }
+        eventSubscribers.removeAll()
     }
 
     /// Whether nothing is waiting, running, suspended, or failed with bytes to resume, and no partial file of ours is

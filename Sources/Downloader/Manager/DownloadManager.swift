@@ -84,8 +84,10 @@ public actor DownloadManager {
     var completedFiles: [URL: CompletedFile] = [:]
     var waiters: [Machine.WaiterID: Waiter] = [:]
     var nextWaiterID: Machine.WaiterID = 0
-    var progressHandlers: [URL: [@Sendable (DownloadReceipt) -> Void]] = [:]
-    var eventContinuations: [UUID: AsyncStream<DownloadEvent>.Continuation] = [:]
+    /// The `enqueue` callbacks that take a download's progress (see `CallbackChannel`).
+    var progressHandlers: [URL: [CallbackChannel]] = [:]
+    /// The `events()` and `events(for:)` streams.
+    var eventSubscribers: [UUID: EventSubscriber] = [:]
     var ticker: Task<Void, Never>?
     /// Downloads whose record changed since the last save, and whether a save is scheduled (see `persist(_:)`).
     var unsavedURLs: Set<URL> = []
@@ -214,8 +216,12 @@ public actor DownloadManager {
     ///   - url: what to download.
     ///   - options: headers, expected MD5, naming.
     ///   - progress: called with the receipt as bytes arrive (at most 10 times a second), until the download stops.
-    ///   - completion: called once, when the download completes, fails, is suspended or removed, or the manager shuts
-    ///     down.
+    ///     A slow callback gets the newest receipt next (calls are coalesced, never queued without bound).
+    ///   - completion: called once, after the last progress call, when the download completes, fails, is suspended
+    ///     or removed, or the manager shuts down.
+    ///
+    /// Both run in order on a task of their own, never on the manager's actor: a slow callback delays only its own
+    /// later calls, not the manager or another download.
     /// - Returns: the receipt as it is now.
     @discardableResult
     public func enqueue(
@@ -224,13 +230,16 @@ public actor DownloadManager {
         completion: (@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)? = nil
     ) -> DownloadReceipt {
         var id: Machine.WaiterID?
-        if let completion {
+        // The callbacks run on a task of their own, never on this actor (see `CallbackChannel`).
+        let channel =
+            progress != nil || completion != nil ? CallbackChannel(progress: progress, completion: completion) : nil
+        if let channel, completion != nil {
             id = makeWaiterID()
-            waiters[id!] = .callback(completion)
+            waiters[id!] = .callback { channel.complete($0) }
         }
-        if let progress { progressHandlers[url, default: []].append(progress) }
+        if let channel, progress != nil { progressHandlers[url, default: []].append(channel) }
         request(url, options: options, waiter: id)
-        if machine.state(of: url)?.isResting ?? true { progressHandlers[url] = nil }
+        if machine.state(of: url)?.isResting ?? true { endProgress(url) }
         return book[url]?.receipt ?? DownloadReceipt(url: url, filename: "", fileURL: directory.partialFile(for: url))
     }
 
@@ -308,25 +317,5 @@ public actor DownloadManager {
     /// Removes every download, its files and its receipt.
     public func removeAll() {
         for url in book.keys { apply(machine.remove(url)) }
-    }
-
-    /// Every state change, throttled progress and retry of every download, from the moment of the call: subscribe
-    /// before you start downloads, or their first events are missed.
-    ///
-    /// The stream does not end when downloads finish — a manager lives on and may get more work. It finishes when
-    /// `shutdown()` has stopped everything (the last events are delivered first), or for one consumer when its task is
-    /// cancelled or it breaks out of its loop. A consumer that falls more than 10,000 events behind loses the oldest.
-    /// - Returns: a stream for one consumer; call again for another.
-    public func events() -> AsyncStream<DownloadEvent> {
-        let id = UUID()
-        let (stream, continuation) = AsyncStream.makeStream(
-            of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(10_000))
-        if machine.isShuttingDown {
-            continuation.finish()
-            return stream
-        }
-        eventContinuations[id] = continuation
-        continuation.onTermination = { _ in Task { await self.removeEventContinuation(id) } }
-        return stream
     }
 }

@@ -1,0 +1,88 @@
+import Foundation
+
+/// Events as async sequences: every download's, or one URL's.
+extension DownloadManager {
+    /// One `events()` or `events(for:)` stream.
+    struct EventSubscriber {
+        let continuation: AsyncStream<DownloadEvent>.Continuation
+        /// The URL it follows (`nil`: every download).
+        let url: URL?
+    }
+
+    /// Every state change, throttled progress and retry of every download, from the moment of the call: subscribe
+    /// before you start downloads, or their first events are missed (or use `events(for:)` for one download).
+    ///
+    /// The stream does not end when downloads finish — a manager lives on and may get more work. It finishes when
+    /// `shutdown()` has stopped everything (the last events are delivered first), or for one consumer when its task is
+    /// cancelled or it breaks out of its loop. A consumer that falls more than 10,000 events behind loses the oldest.
+    /// - Returns: a stream for one consumer; call again for another.
+    public func events() -> AsyncStream<DownloadEvent> {
+        subscribe(to: nil)
+    }
+
+    /// One download's events — state changes, progress, retries, warnings — from the moment of the call.
+    ///
+    /// The stream ends after the download completes, fails (after its retries) or is removed or forgotten, or when the
+    /// manager shuts down. A suspended download's stream stays open: it may be resumed. Called for a URL that is
+    /// already completed or failed, it yields that state (`.stateChanged`) and ends; for a URL not requested yet, it
+    /// waits for the download to start. A consumer that falls more than 10,000 events behind loses the oldest.
+    /// - Parameter url: the download's URL (its identity, as given to `download` or `enqueue`).
+    /// - Returns: a stream for one consumer; call again for another.
+    public func events(for url: URL) -> AsyncStream<DownloadEvent> {
+        subscribe(to: url)
+    }
+
+    private func subscribe(to url: URL?) -> AsyncStream<DownloadEvent> {
+        let id = UUID()
+        let (stream, continuation) = AsyncStream.makeStream(
+            of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(10_000))
+        if machine.isShuttingDown {
+            continuation.finish()
+            return stream
+        }
+        if let url, let receipt = book[url]?.receipt, receipt.state == .completed || receipt.state == .failed {
+            continuation.yield(.stateChanged(receipt))
+            continuation.finish()
+            return stream
+        }
+        eventSubscribers[id] = EventSubscriber(continuation: continuation, url: url)
+        continuation.onTermination = { _ in Task { await self.unsubscribe(id) } }
+        return stream
+    }
+
+    private func unsubscribe(_ id: UUID) {
+        eventSubscribers[id] = nil
+    }
+
+    /// Tells every subscriber that follows the event's download, or every download; a download's own streams end
+    /// with its completion, failure or removal.
+    func emit(_ event: DownloadEvent) {
+        let url = event.url
+        let ends: Bool
+        switch event {
+        case .stateChanged(let receipt): ends = receipt.state == .completed || receipt.state == .failed
+        case .removed: ends = true
+        case .progress, .retrying, .warning: ends = false
+        case .receiptsSaveFailed, .receiptsSaved: return broadcast(event)
+        }
+        for (id, subscriber) in eventSubscribers where subscriber.url == nil || subscriber.url == url {
+            subscriber.continuation.yield(event)
+            if ends && subscriber.url != nil {
+                eventSubscribers[id] = nil
+                subscriber.continuation.finish()
+            }
+        }
+    }
+
+    /// Tells the subscribers of every download (an event about the manager, not one download).
+    private func broadcast(_ event: DownloadEvent) {
+        for subscriber in eventSubscribers.values where subscriber.url == nil {
+            subscriber.continuation.yield(event)
+        }
+    }
+
+    /// The download rested: its `enqueue` progress callbacks get no more calls (see `CallbackChannel`).
+    func endProgress(_ url: URL) {
+        for channel in progressHandlers.removeValue(forKey: url) ?? [] { channel.progressEnded() }
+    }
+}

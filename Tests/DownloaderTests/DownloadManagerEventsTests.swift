@@ -1,0 +1,124 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Issue #25: one download's events as a stream, and callbacks that never run on the manager's actor.
+@Suite("DownloadManager events of one download", .timeLimit(.minutes(2)))
+final class DownloadManagerEventsTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    func makeManager() throws -> DownloadManager {
+        try DownloadManager(configuration: .forTests(directory: workspace.directory))
+    }
+
+    /// Collects a stream until it ends.
+    static func collect(_ stream: AsyncStream<DownloadEvent>) async -> [DownloadEvent] {
+        var events: [DownloadEvent] = []
+        for await event in stream { events.append(event) }
+        return events
+    }
+
+    @Test("events(for:) has that URL's events only, from before it starts, and ends once it completes")
+    func oneDownloadsEvents() async throws {
+        let manager = try makeManager()
+        let watched = server.url("/bytes/watched?size=600000&rate=1500000")
+        let other = server.url("/bytes/other?size=600000&rate=1500000")
+        let stream = await manager.events(for: watched)  // before the download starts
+        let collector = Task { await Self.collect(stream) }
+        async let first = manager.download(watched)
+        async let second = manager.download(other)
+        _ = try await (first, second)
+        let events = await collector.value
+        #expect(events.allSatisfy { $0.url == watched }, "\(events)")
+        #expect(events.contains { $0.receipt?.state == .downloading })
+        #expect(events.contains { if case .progress = $0 { true } else { false } })
+        #expect(events.last?.receipt?.state == .completed, "ends with the completion: \(events)")
+        await manager.shutdown()
+    }
+
+    @Test("events(for:) of a completed or failed URL yields that state and ends; removal and shutdown end it too")
+    func endings() async throws {
+        let manager = try makeManager()
+        let done = server.url("/bytes/done?size=1000")
+        _ = try await manager.download(done)
+        let completed = await Self.collect(await manager.events(for: done))
+        #expect(completed.count == 1 && completed.first?.receipt?.state == .completed, "\(completed)")
+
+        let missing = server.url("/status/404")
+        let failingStream = await manager.events(for: missing)
+        let failing = Task { await Self.collect(failingStream) }
+        await #expect(throws: DownloadError.httpStatus) { try await manager.download(missing) }
+        #expect(await failing.value.last?.receipt?.state == .failed)
+        let afterwards = await Self.collect(await manager.events(for: missing))
+        #expect(afterwards.count == 1 && afterwards.first?.receipt?.state == .failed)
+
+        let slow = server.url("/bytes/removed?size=5000000&rate=200000")
+        let removedStream = await manager.events(for: slow)
+        let removed = Task { await Self.collect(removedStream) }
+        await manager.enqueue(slow)
+        #expect(await server.waitUntil { $0.bodyBytesSent > 0 })
+        await manager.remove(slow)
+        guard case .removed(let url) = await removed.value.last else {
+            Issue.record("ends with .removed")
+            return
+        }
+        #expect(url == slow)
+
+        let never = server.url("/bytes/never?size=10")
+        let waitingStream = await manager.events(for: never)
+        let waiting = Task { await Self.collect(waitingStream) }
+        await manager.shutdown()
+        #expect(await waiting.value.isEmpty, "ends at shutdown")
+    }
+
+    @Test("A progress callback that blocks never holds up another download; completion comes once, after progress")
+    func slowCallbackBesideFastDownload() async throws {
+        let manager = try makeManager()
+        let slow = server.url("/bytes/slowcallback?size=3000000&rate=1000000")
+        let fast = server.url("/bytes/fast?size=2000000")
+        let entered = Locked(false)
+        let fastDone = Locked(false)
+        // What the first call saw when it stopped blocking: whether the fast download had completed meanwhile.
+        let firstCallSaw = Locked<Bool?>(nil)
+        let calls = Locked((progress: 0, completions: 0, progressAfterCompletion: 0))
+        await manager.enqueue(
+            slow,
+            progress: { _ in
+                entered.withLock { $0 = true }
+                // Blocks until the fast download completed, or 30 s: run on the actor, it would block the actor,
+                // and the fast download could not even start.
+                let deadline = ContinuousClock.now + .seconds(30)
+                while !fastDone.withLock({ $0 }) && ContinuousClock.now < deadline { usleep(1000) }
+                firstCallSaw.withLock { if $0 == nil { $0 = fastDone.withLock { $0 } } }
+                calls.withLock {
+                    $0.progress += 1
+                    if $0.completions > 0 { $0.progressAfterCompletion += 1 }
+                }
+            },
+            completion: { _ in calls.withLock { $0.completions += 1 } })
+        let deadline = ContinuousClock.now + .seconds(30)
+        while !entered.withLock({ $0 }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(entered.withLock { $0 }, "the progress callback ran")
+        let receipt = try await manager.download(fast)
+        fastDone.withLock { $0 = true }
+        #expect(receipt.state == .completed)
+        _ = try await manager.download(slow)  // joins: returns once it is complete
+        let completionDeadline = ContinuousClock.now + .seconds(30)
+        while calls.withLock({ $0.completions }) == 0 && ContinuousClock.now < completionDeadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(firstCallSaw.withLock { $0 } == true, "the fast download completed while the callback blocked")
+        let counts = calls.withLock { $0 }
+        #expect(counts.completions == 1 && counts.progress >= 1 && counts.progressAfterCompletion == 0, "\(counts)")
+        await manager.shutdown()
+    }
+}
