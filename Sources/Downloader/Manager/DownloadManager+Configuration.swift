@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 extension DownloadManager {
     /// How a manager behaves. Every property but `directory` has a default.
     public struct Configuration: Sendable {
@@ -28,6 +32,16 @@ extension DownloadManager {
         /// The most bytes per second all downloads together receive, on average. Kept by pacing Range windows (see
         /// `DownloadOptions.maximumBytesPerSecond`). Default `nil`: no limit.
         public var maximumBytesPerSecond: Int?
+        /// The `User-Agent` of every request, unless a download's `DownloadOptions.headers` set one. Default
+        /// `Downloader/1.0.0` (`DownloadManager.version`).
+        public var userAgent: String
+        /// Called before every request of every download — the HEAD of a resume, each Range window, each segment,
+        /// each retry — with the request as it would go out; what it returns goes out instead. Use it for a bearer
+        /// token that expires mid-download, or a URL that must be signed again. Keep the `Range`, `If-Range` and
+        /// `Accept-Encoding` headers: the download depends on them. A throw fails that download at once with
+        /// `DownloadError.requestPreparationFailed` (a thrown `DownloadError` as it is), and nothing is retried.
+        /// Default `nil`.
+        public var prepareRequest: (@Sendable (URLRequest) async throws -> URLRequest)?
         /// The interval over which `lowestSpeedLimit` is measured, in seconds (aria2 uses 30). Default 30.
         public var lowestSpeedInterval: TimeInterval
         /// Connections per download when its options do not say (`DownloadOptions.connections`), 1...16. Default 1.
@@ -70,6 +84,8 @@ extension DownloadManager {
             stallTimeout = 30
             lowestSpeedLimit = nil
             maximumBytesPerSecond = nil
+            userAgent = "Downloader/\(DownloadManager.version)"
+            prepareRequest = nil
             lowestSpeedInterval = 30
             windowSize = 8 << 20
             connectionsPerDownload = 1

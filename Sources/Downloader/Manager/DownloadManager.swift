@@ -28,6 +28,9 @@ import Foundation
 /// is being verified or moved: they never start a second transfer of bytes already on disk, and never leave a file
 /// without a receipt.
 public actor DownloadManager {
+    /// This library's version (semantic versioning), as in the default `User-Agent`.
+    public static let version = "1.0.0"
+
     typealias Machine = StateMachine<URL>
 
     /// How this manager behaves.
@@ -147,7 +150,7 @@ public actor DownloadManager {
                     6, configuration.maximumActiveDownloads * max(4, configuration.connectionsPerDownload) + 2),
                 lowestSpeed: configuration.lowestSpeedLimit.map {
                     (Double($0), max(0.1, configuration.lowestSpeedInterval))
-                }))
+                }, userAgent: configuration.userAgent, prepareRequest: configuration.prepareRequest))
         runner = TransferRunner(
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),

@@ -30,6 +30,7 @@ extension DownloadError: LocalizedError {
         case .corruptReceipts: return "the saved receipts could not be read"
         case .directoryLocked: return "another manager is using the directory"
         case .invalidChecksum: return "the expected checksum cannot be read"
+        case .requestPreparationFailed: return "the request could not be prepared (prepareRequest threw)"
         default: return "the download failed"
         }
     }

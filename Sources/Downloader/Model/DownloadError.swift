@@ -8,7 +8,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     private enum Code: String, Sendable, Codable {
         case invalidURL, unsupportedScheme, httpStatus, invalidResponse, checksumMismatch, tooManyRedirects
         case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts, suspended
-        case directoryLocked, invalidChecksum, hostNotFound, tlsFailure
+        case directoryLocked, invalidChecksum, hostNotFound, tlsFailure, requestPreparationFailed
     }
 
     private let code: Code
@@ -70,6 +70,9 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let directoryLocked = DownloadError(.directoryLocked)
     /// An expected checksum given as text could not be read (see `reason`).
     public static let invalidChecksum = DownloadError(.invalidChecksum)
+    /// `Configuration.prepareRequest` threw: the download fails at once, and `underlyingError` is what it threw (a
+    /// `DownloadError` it throws is passed on as it is instead).
+    public static let requestPreparationFailed = DownloadError(.requestPreparationFailed)
 
     /// Whether retrying later may succeed, so the manager retries it (up to `Configuration.retryLimit`).
     ///
@@ -194,6 +197,12 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     static func suspended(_ url: URL) -> DownloadError {
         DownloadError(.suspended, url: url, reason: "suspended")
+    }
+
+    static func requestPreparationFailed(_ url: URL, underlying: any Error) -> DownloadError {
+        DownloadError(
+            .requestPreparationFailed, url: url, reason: "prepareRequest failed: \(underlying)",
+            underlying: underlying)
     }
 
     static func fileChanged(_ url: URL, reason: String) -> DownloadError {

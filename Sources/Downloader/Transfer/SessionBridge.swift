@@ -25,6 +25,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// Close a request that received fewer than `bytesPerSecond × seconds` bytes in any `seconds` (a body that
         /// trickles is a stall too); `nil` checks only `stallTimeout`.
         var lowestSpeed: (bytesPerSecond: Double, seconds: Double)?
+        /// The `User-Agent` of a request that has none (`nil`: libcurl's).
+        var userAgent: String?
+        /// Called before every request; a throw ends the request with `.failed` (see
+        /// `DownloadManager.Configuration.prepareRequest`).
+        var prepareRequest: (@Sendable (URLRequest) async throws -> URLRequest)?
     }
 
     private struct Entry {
@@ -83,10 +88,16 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     /// Performs one request, delivering its events to `sink`.
     /// - Parameters:
-    ///   - request: the request (headers complete).
+    ///   - unprepared: the request (headers complete); it goes out with the `User-Agent` and through
+    ///     `Configuration.prepareRequest`.
     ///   - sink: receives the response and body on the delegate queue.
     /// - Returns: how it ended. Cancelling the calling task closes the request and returns `.cancelled`.
-    func perform(_ request: URLRequest, sink: any TransferSink) async -> RequestEnd {
+    func perform(_ unprepared: URLRequest, sink: any TransferSink) async -> RequestEnd {
+        let request: URLRequest
+        switch await prepare(unprepared) {
+        case .success(let prepared): request = prepared
+        case .failure(let preparation): return preparation.end
+        }
         let task: URLSessionDataTask = session.dataTask(with: request)
         let id = task.taskIdentifier
         let end = await withTaskCancellationHandler {

@@ -1,0 +1,33 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// What every request gets before it goes out: the `User-Agent`, and the caller's `prepareRequest` hook.
+extension SessionBridge {
+    /// The request as it goes out: with the `User-Agent`, then through `Configuration.prepareRequest`.
+    /// - Returns: the request, or how the request ends when the hook threw or the task was cancelled.
+    func prepare(_ request: URLRequest) async -> Result<URLRequest, PreparationEnd> {
+        var request = request
+        if let userAgent = configuration.userAgent, request.value(forHTTPHeaderField: "User-Agent") == nil {
+            request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
+        }
+        guard let prepare = configuration.prepareRequest else { return .success(request) }
+        do {
+            let prepared = try await prepare(request)
+            return Task.isCancelled ? .failure(PreparationEnd(.cancelled)) : .success(prepared)
+        } catch let error as DownloadError {
+            return .failure(PreparationEnd(.failed(error)))
+        } catch {
+            if Task.isCancelled { return .failure(PreparationEnd(.cancelled)) }
+            return .failure(PreparationEnd(.failed(.requestPreparationFailed(request.url!, underlying: error))))
+        }
+    }
+
+    /// How a request ends before it went out.
+    struct PreparationEnd: Error {
+        let end: RequestEnd
+        init(_ end: RequestEnd) { self.end = end }
+    }
+}
