@@ -15,9 +15,10 @@ extension Arguments {
         Startup:
           -h, --help                 print this help and exit
           -V, --version              print the version and exit
-          -i, --input-file FILE      read URLs from FILE (- for stdin): one per line, each optionally followed by
-                                     indented option lines, as aria2 writes them: out=NAME, dir=DIR,
-                                     checksum=ALG=HEX, header=Name: value
+          -i, --input-file FILE      read URLs from FILE (- for stdin): one file per line — its URL, then mirrors
+                                     of the same file after tabs — each optionally followed by indented option
+                                     lines, as aria2 writes them: out=NAME, dir=DIR, checksum=ALG=HEX,
+                                     header=Name: value
 
         Download:
           -P, --dir DIR              where files and download state live (default ./downloads)

@@ -15,6 +15,8 @@ struct Arguments {
         var destination: (folder: String?, name: String)?
         var checksum: Checksum?
         var headers: [String: String] = [:]
+        /// Other URLs of the same file (tab-separated on its input file line).
+        var mirrors: [URL] = []
     }
 
     var directory = "downloads"
@@ -208,6 +210,9 @@ struct Arguments {
             let parsed = try url(entry.text, at: "input file line \(entry.line): ")
             guard seen.insert(parsed).inserted else { continue }
             var request = Request(url: parsed, checksum: entry.checksum, headers: entry.headers)
+            for mirror in entry.mirrors {
+                request.mirrors.append(try url(mirror, at: "input file line \(entry.line): "))
+            }
             if entry.output != nil || entry.directory != nil {
                 let name = entry.output ?? Self.fileName(of: parsed)
                 request.destination = (entry.directory, name)

@@ -1,13 +1,15 @@
 import Downloader
 import Foundation
 
-/// A list of URLs in aria2's `--input-file` format: one URL per line, each optionally followed by indented option
-/// lines (`out=NAME`, `dir=DIR`, `checksum=ALG=HEX`, `header=Name: value`). Empty lines and lines starting with `#`
-/// are skipped.
+/// A list of URLs in aria2's `--input-file` format: one file per line — its URL, then other URLs of the same file
+/// (mirrors), separated by tabs — each optionally followed by indented option lines (`out=NAME`, `dir=DIR`,
+/// `checksum=ALG=HEX`, `header=Name: value`). Empty lines and lines starting with `#` are skipped.
 struct InputFile {
     /// One URL and its own options.
     struct Entry {
         var text: String
+        /// The other URLs of the same file, as given after tabs.
+        var mirrors: [String] = []
         var line: Int
         /// `out=`: the file name (may hold sub-folders; no `..`, not absolute).
         var output: String?
@@ -30,11 +32,9 @@ struct InputFile {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             guard line.first == " " || line.first == "\t" else {
-                let fields = trimmed.split(separator: "\t")
-                guard fields.count == 1 else {
-                    throw UsageError(message: "input file line \(number): one URL per line (mirrors are not supported)")
-                }
-                entries.append(Entry(text: trimmed, line: number))
+                let fields = trimmed.split(separator: "\t").map { $0.trimmingCharacters(in: .whitespaces) }
+                    .filter { !$0.isEmpty }
+                entries.append(Entry(text: fields[0], mirrors: Array(fields.dropFirst()), line: number))
                 continue
             }
             guard !entries.isEmpty else {

@@ -102,7 +102,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             headers: headers,
             checksum: request.checksum ?? arguments.checksum ?? arguments.checksumFile?.checksum(for: request.url),
             naming: arguments.naming, computesMD5: arguments.computesMD5, destination: destination,
-            maximumBytesPerSecond: arguments.limitRate, connections: arguments.connections)
+            maximumBytesPerSecond: arguments.limitRate, connections: arguments.connections, mirrors: request.mirrors)
     }
     for url in arguments.urls { await manager.enqueue(url, options: options[url]!) }  // in command-line order
     let plan = options

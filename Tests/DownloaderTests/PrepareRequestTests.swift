@@ -80,7 +80,8 @@ final class PrepareRequestTests: Sendable {
     func everySegment() async throws {
         let calls = Locked(0)
         let manager = try makeManager(window: 256 << 10, connections: 4, calls: calls)
-        let url = server.url("/bytes/segments?size=\(2 << 20)")
+        // After the first window, responses wait until two segments have arrived: several connections at once.
+        let url = server.url("/bytes/segments?size=\(2 << 20)&gate=s&gateSize=2&gateFrom=\(64 << 10)")
         let receipt = try await manager.download(url)
         #expect(receipt.md5 == TestContent(name: "segments", size: 2 << 20).md5.hexString)
         let seen = requests("segments")

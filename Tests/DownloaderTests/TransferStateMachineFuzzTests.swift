@@ -26,8 +26,10 @@ struct TransferStateMachineFuzzTests {
         position.metadata.totalLength = total
         position.metadata.validators.etag = etag
         if let total, Bool.random(using: &random) { position.resume(at: Int64.random(in: 0...total, using: &random)) }
+        let mirrors = (0..<Int.random(in: 0...2, using: &random)).map { URL(string: "http://mirror\($0).test/f")! }
         var machine = Machine(
-            url: url, settings: settings, position: position, connections: Int.random(in: 1...4, using: &random),
+            url: url, mirrors: mirrors, hasExpectation: Bool.random(using: &random), settings: settings,
+            position: position, connections: Int.random(in: 1...4, using: &random),
             connectionPrimed: Bool.random(using: &random))
         var action = Machine.Action.proceed
         let context = "seed \(seed)"
@@ -99,6 +101,11 @@ struct TransferStateMachineFuzzTests {
         #expect(window.overlap <= Transfer.continuityCheckLength && Int64(window.overlap) <= window.start)
         #expect(window.overlap == 0 || !position.metadata.validators.hasStrongETag, "\(context)")
         #expect(window.start > 0 || window.ifRange == nil, "\(context)")
+        // A mirror continues the file only proving the same version, unless a checksum will check it.
+        #expect(window.sameVersionOnly == (machine.source > 0 && !machine.hasExpectation && window.start > 0))
+        if machine.source > 0 && machine.redirectTarget == nil {
+            #expect(window.target == machine.sources[machine.source], "\(context)")
+        }
         guard let length = window.length else {
             #expect(
                 window.start == 0 && !position.metadata.rangesSupported, "no Range only for a whole fetch: \(context)")

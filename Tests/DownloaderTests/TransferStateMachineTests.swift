@@ -263,6 +263,48 @@ struct TransferStateMachineTests {
         #expect(cancelled.isFinished)
     }
 
+    @Test(
+        "A failed request goes on from the next mirror at the same offset; the disk's or the caller's failures do not")
+    func mirrors() throws {
+        let mirror = URL(string: "http://mirror.test/file.bin")!
+        var position = TransferPosition()
+        position.metadata.totalLength = 64 << 20
+        position.metadata.validators.etag = "\"v1\""
+        position.resume(at: 2 << 20)
+        var machine = Machine(
+            url: Self.url, mirrors: [mirror], settings: Self.settings, position: position, connections: 1,
+            connectionPrimed: true)
+        _ = try #require(Self.window(machine.next(warmConnection: true)))
+        guard case .warn = Self.end(&machine, .failed(.hostNotFound(Self.url, reason: "no such host", underlying: nil)))
+        else {
+            Issue.record("a permanent error on the URL goes on from the mirror")
+            return
+        }
+        let window = try #require(Self.window(machine.next(warmConnection: false)))
+        #expect(window.target == mirror && window.start == 2 << 20 && window.ifRange == "\"v1\"")
+        #expect(window.sameVersionOnly && window.end == (16 << 10) + (2 << 20) - 1, "a new connection: short")
+        guard case .stop(let error) = Self.end(&machine, .failed(.httpStatus(404, url: mirror))) else {
+            Issue.record("no mirror left: the error stands")
+            return
+        }
+        #expect(error.statusCode == 404)
+
+        var disk = Machine(
+            url: Self.url, mirrors: [mirror], settings: Self.settings, position: position, connections: 1,
+            connectionPrimed: true)
+        _ = try #require(Self.window(disk.next(warmConnection: true)))
+        #expect(Self.end(&disk, .failed(.fileSystem(nil, reason: "full"))) == .stop(.fileSystem(nil, reason: "")))
+
+        // With an expected checksum a mirror's other validators are accepted: the bytes before the cut are compared.
+        var checked = Machine(
+            url: Self.url, mirrors: [mirror], hasExpectation: true, settings: Self.settings, position: position,
+            connections: 1, connectionPrimed: true)
+        _ = try #require(Self.window(checked.next(warmConnection: true)))
+        _ = Self.end(&checked, .failed(.connectionFailed(Self.url, reason: "reset")))
+        let continued = try #require(Self.window(checked.next(warmConnection: true)))
+        #expect(!continued.sameVersionOnly && continued.ifRange == nil && continued.overlap > 0)
+    }
+
     @Test("The last window and a small file save no state; a segmented fetch that falls back restarts on one")
     func checkpointsAndFallBack() throws {
         var small = Self.machine(total: 200 << 10, primed: true)

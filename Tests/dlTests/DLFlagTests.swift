@@ -177,4 +177,18 @@ final class DLFlagTests: Sendable {
         #expect(outcome.status == 2)
         #expect(outcome.stderr.contains("input file line"), "\(outcome.stderr)")
     }
+
+    @Test("-i takes aria2's tab-separated URIs for one file: when the URL fails, its mirror serves the file")
+    func inputFileMirrors() async throws {
+        let mirrorServer = try HTTPTestServer()
+        defer { mirrorServer.stop() }
+        // Nothing listens on port 1 of the loopback: the URL's connection is refused.
+        let text = "http://127.0.0.1:1/data.bin\t\(mirrorServer.url("/bytes/dlm?size=50000"))\n"
+        try text.write(to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(["--dir", dir.path, "-i", "list.txt"], in: work)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let file = dir.appendingPathComponent("data.bin")
+        #expect(MD5.hash(data: try Data(contentsOf: file)) == TestContent(name: "dlm", size: 50000).md5)
+        #expect(outcome.stderr.contains("mirror"), "the switch is reported: \(outcome.stderr)")
+    }
 }

@@ -58,6 +58,15 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// 4 MiB are left; otherwise, and after any sign of a changed resource, one connection. Resume and verification
     /// work as with one. Default `nil`: the manager's `Configuration.connectionsPerDownload` (1 unless set).
     public var connections: Int?
+    /// Other URLs of the same file (aria2's several URIs for one download). The first URL stays the download's
+    /// identity; when a request to it fails — any error, permanent ones included — the transfer goes on from the next
+    /// mirror, by Range from where it stopped; with `connections` above 1, the segments are spread over the URL and
+    /// the mirrors at once. A mirror's bytes join the file only when it proves the same version (the same length
+    /// and validators, asked with `If-Range`), or, with an expected `checksum`, after the bytes before the resume
+    /// point compare equal (the checksum then checks the whole file). `Authorization`, `Proxy-Authorization` and
+    /// `Cookie` from `headers` go only to the URL's own origin (use `Configuration.prepareRequest` for a mirror's
+    /// credentials). Default: none.
+    public var mirrors: [URL]
 
     /// Creates options with the defaults: no extra headers, no expected digest, `.suggested` naming (not chosen), MD5
     /// computed.
@@ -71,6 +80,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         destination = nil
         maximumBytesPerSecond = nil
         connections = nil
+        mirrors = []
     }
 
     /// Creates options.
@@ -84,10 +94,11 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - destination: the exact file to write, if not a name in the completed area (see `destination`).
     ///   - maximumBytesPerSecond: a bandwidth limit for this download (see `maximumBytesPerSecond`).
     ///   - connections: how many connections fetch the file at once (see `connections`).
+    ///   - mirrors: other URLs of the same file (see `mirrors`).
     public init(
         headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
         naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0, destination: URL? = nil,
-        maximumBytesPerSecond: Int? = nil, connections: Int? = nil
+        maximumBytesPerSecond: Int? = nil, connections: Int? = nil, mirrors: [URL] = []
     ) {
         self.headers = headers
         self.checksum = checksum
@@ -98,11 +109,12 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         self.destination = destination
         self.maximumBytesPerSecond = maximumBytesPerSecond
         self.connections = connections
+        self.mirrors = mirrors
     }
 
     private enum CodingKeys: String, CodingKey {
         case headers, checksum, expectedMD5, naming, computesMD5, priority, destination
-        case maximumBytesPerSecond, connections
+        case maximumBytesPerSecond, connections, mirrors
     }
 
     /// The checksum the caller expects: `checksum`, else `expectedMD5`.
@@ -129,6 +141,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         }
         maximumBytesPerSecond = try container.decodeIfPresent(Int.self, forKey: .maximumBytesPerSecond)
         connections = try container.decodeIfPresent(Int.self, forKey: .connections)
+        mirrors = try (container.decodeIfPresent([String].self, forKey: .mirrors) ?? []).compactMap(URL.init(string:))
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -142,5 +155,6 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         try container.encodeIfPresent(destination?.path, forKey: .destination)
         try container.encodeIfPresent(maximumBytesPerSecond, forKey: .maximumBytesPerSecond)
         try container.encodeIfPresent(connections, forKey: .connections)
+        if !mirrors.isEmpty { try container.encode(mirrors.map(\.absoluteString), forKey: .mirrors) }
     }
 }

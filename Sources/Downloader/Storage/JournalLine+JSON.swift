@@ -120,6 +120,14 @@ extension DownloadOptions {
             out.key("maximumBytesPerSecond")
             out.raw(Data(String(maximumBytesPerSecond).utf8))
         }
+        if let connections {
+            out.key("connections")
+            out.raw(Data(String(connections).utf8))
+        }
+        if !mirrors.isEmpty, let array = try? JSONEncoder().encode(mirrors.map(\.absoluteString)) {
+            out.key("mirrors")
+            out.raw(array)
+        }
         out.close()
     }
 }

@@ -17,6 +17,14 @@ extension Transfer {
         return [401, 403, 404, 410].contains(status)
     }
 
+    /// The download's mirrors that can be used: http or https URLs other than the URL itself, each once.
+    var mirrors: [URL] {
+        var seen: Set<URL> = [url]
+        return options.mirrors.filter { mirror in
+            (try? mirror.validateForDownload()) != nil && seen.insert(mirror).inserted
+        }
+    }
+
     /// A GET for the URL with the user's headers and `Accept-Encoding: identity` (a compressed body would break
     /// byte offsets).
     func makeRequest(to target: URL? = nil) -> URLRequest {

@@ -27,8 +27,8 @@ extension Transfer {
     /// Asks for the headers. A server that refuses HEAD (400, 403, 405, 501) is not an error: the first GET tells
     /// the same.
     /// - Throws: the status of other failures (404 fails at once), connection errors, `.cancelled`.
-    func probe() async throws(DownloadError) -> Probe? {
-        var request = makeRequest()
+    func probe(_ source: URL? = nil) async throws(DownloadError) -> Probe? {
+        var request = makeRequest(to: source)
         request.httpMethod = "HEAD"
         let sink = ProbeSink(url: url)
         switch await bridge.perform(request, sink: sink) {
@@ -72,6 +72,23 @@ extension Transfer {
     ///   state counts are (the file is cut back to them). Listed segments were synced before their state was saved
     ///   and are kept.
     /// - Returns: the network side's starting position.
+    /// Probes the URL, and its mirrors in turn when it fails (see `DownloadOptions.mirrors`).
+    /// - Returns: the first answer, and which source gave it (0: the URL).
+    /// - Throws: the last source's error, or `.cancelled`.
+    func probeSources() async throws(DownloadError) -> (Probe?, source: Int) {
+        var source = 0
+        while true {
+            do {
+                return (try await probe(source == 0 ? nil : mirrors[source - 1]), source)
+            } catch {
+                guard source < mirrors.count, error != .cancelled else { throw error }
+                source += 1
+                warn(
+                    "\(error.localizedDescription); going on from mirror \(mirrors[source - 1].redactedAbsoluteString)")
+            }
+        }
+    }
+
     func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) -> TransferPosition {
         let saved: PartialState
         switch job.files.loadState() {

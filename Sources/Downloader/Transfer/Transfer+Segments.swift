@@ -26,9 +26,11 @@ extension Transfer {
     static let maximumConnections = 16
 
     /// Fetches every missing byte over `connections` connections, each asking for its segment a window at a time.
+    /// - Parameter sources: the URLs to spread the windows over (the URL, or the mirror in use, first; `nil` in the
+    ///   list stands for the URL itself). A mirror that fails or shows another version is left out from then on.
     /// - Returns: how it ended; the position is whole when it finished.
     func fetchSegments(
-        _ job: TransferJob, position: inout TransferPosition, connections: Int
+        _ job: TransferJob, position: inout TransferPosition, connections: Int, sources: [URL?] = [nil]
     ) async -> SegmentsOutcome {
         let metadata = position.metadata
         let total = metadata.totalLength ?? 0
@@ -44,10 +46,11 @@ extension Transfer {
         // watermark during the transfer. (One long segment per connection left three quarters of the file to hash
         // after its last byte: 1.26 × the time of one connection on an unthrottled loopback.)
         let plan = Locked(SegmentPlan(missing: missing, window: windowSize))
+        let mirrors = SegmentSources(sources)
         let outcome = await withTaskGroup(of: SegmentsOutcome.self) { group -> SegmentsOutcome in
             for connection in 0..<connections {
                 group.addTask {
-                    await self.runConnection(connection, job: job, plan: plan, metadata: metadata)
+                    await self.runConnection(connection, job: job, plan: plan, metadata: metadata, sources: mirrors)
                 }
             }
             var first = SegmentsOutcome.finished
@@ -77,7 +80,8 @@ extension Transfer {
 
     /// One connection's loop: the next window of the plan, until none is left for it.
     private func runConnection(
-        _ connection: Int, job: TransferJob, plan: Locked<SegmentPlan>, metadata: ResourceMetadata
+        _ connection: Int, job: TransferJob, plan: Locked<SegmentPlan>, metadata: ResourceMetadata,
+        sources: SegmentSources
     ) async -> SegmentsOutcome {
         while true {
             if Task.isCancelled { return .cancelled }
@@ -89,11 +93,19 @@ extension Transfer {
                     return .cancelled
                 }
             }
-            var request = makeRequest()
+            let (source, target) = sources.source(for: connection)
+            var request = makeRequest(to: target)
             request.setValue("bytes=\(range.lowerBound)-\(range.upperBound - 1)", forHTTPHeaderField: "Range")
             if let ifRange = metadata.validators.ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
             let sink = SegmentSink(job: job, range: range, known: metadata, windowSize: configuration.windowSize)
             let end = await bridge.perform(request, sink: sink)
+            if source > 0, !end.isFinishedOrCancelled {
+                // A mirror that fails, or proves another version, is left out; its window goes back to the plan.
+                plan.withLock { $0.failed(connection, received: sink.received) }
+                sources.drop(source)
+                warn("mirror \(target?.redactedAbsoluteString ?? "") left out of the segments: \(end)")
+                continue
+            }
             switch end {
             case .finished:
                 plan.withLock { $0.finished(connection) }
@@ -116,6 +128,40 @@ extension Transfer {
                 plan.withLock { $0.failed(connection, received: sink.received) }
                 return .cancelled
             }
+        }
+    }
+}
+
+/// The URLs a segmented fetch spreads its windows over: the first always stays; a mirror that failed is dropped.
+final class SegmentSources: Sendable {
+    private let sources: [URL?]
+    private let dropped = Locked(Set<Int>())
+
+    init(_ sources: [URL?]) {
+        self.sources = sources.isEmpty ? [nil] : sources
+    }
+
+    /// The source a connection's next window goes to: connections take turns over those still in use.
+    /// - Returns: its index (0: the first) and its URL (`nil`: the download's URL itself).
+    func source(for connection: Int) -> (index: Int, url: URL?) {
+        let usable = dropped.withLock { dropped in sources.indices.filter { !dropped.contains($0) } }
+        let index = usable[connection % usable.count]
+        return (index, sources[index])
+    }
+
+    /// Leaves a mirror out from now on (never the first source).
+    func drop(_ index: Int) {
+        guard index > 0 else { return }
+        dropped.withLock { _ = $0.insert(index) }
+    }
+}
+
+extension RequestEnd {
+    /// Whether the request delivered what it asked for, or was closed from outside.
+    var isFinishedOrCancelled: Bool {
+        switch self {
+        case .finished, .cancelled: true
+        default: false
         }
     }
 }

@@ -10,87 +10,6 @@ extension Transfer {
     /// limits. The machine owns what the responses taught: the position (which moves into a request's sink and comes
     /// back with its end), the window sizes, where the URL redirected to, the restarts, the connection count.
     struct StateMachine: Sendable {
-        /// The engine settings the decisions use.
-        struct Settings: Sendable, Equatable {
-            var windowSize: Int64
-            var maximumWindowSize: Int64
-            var firstWindowSize: Int64
-            var maximumRestarts: Int
-            var minimumSegmentSize: Int64
-            /// The longest window the bandwidth limits allow (`nil`: no limit).
-            var limitedWindowSize: Int64?
-
-            init(_ configuration: Configuration, limitedWindowSize: Int64? = nil) {
-                windowSize = configuration.windowSize
-                maximumWindowSize = configuration.maximumWindowSize
-                firstWindowSize = configuration.firstWindowSize
-                maximumRestarts = configuration.maximumRestarts
-                minimumSegmentSize = configuration.minimumSegmentSize
-                self.limitedWindowSize = limitedWindowSize
-            }
-        }
-
-        /// One GET to send.
-        struct Window: Sendable, Equatable {
-            /// Where the URL redirected to earlier in this run (`nil`: the URL itself).
-            var target: URL?
-            /// The resume point: the first byte this window adds.
-            var start: Int64
-            /// Bytes before `start` asked for again and compared with the file's (no strong validator).
-            var overlap = 0
-            /// The last byte asked for (`nil`: no `Range` header, the whole resource).
-            var end: Int64?
-            /// The `If-Range` value, on a continuation.
-            var ifRange: String?
-            /// For a grown window, the most received bytes that may wait for the disk before it ends early.
-            var unwrittenLimit: Int64?
-
-            /// The first byte the `Range` header names.
-            var requestStart: Int64 { start - Int64(overlap) }
-            /// The bytes from `start` it asks for (`nil` without a `Range`).
-            var length: Int64? { end.map { $0 - start + 1 } }
-        }
-
-        /// What a request's sink saw, handed back when the request ended.
-        struct Report: Sendable {
-            /// The network side, after the request's accepted bytes.
-            var position: TransferPosition
-            var respondingURL: URL?
-            var isWholeStream = false
-            var isOtherVersion = false
-            /// Body bytes received, the overlap included.
-            var received: Int64 = 0
-            var peakUnwritten: Int64 = 0
-            var hashFellBehind = false
-        }
-
-        /// What the executor does next; the comment says which event answers it. (Errors compare by their code.)
-        enum Action: Sendable, Equatable {
-            /// Nothing to carry out: `next(warmConnection:)` (or `cancel()` when the task was cancelled).
-            case proceed
-            /// Send this GET; `requestEnded(_:report:)`.
-            case request(Window)
-            /// Fetch every missing byte over several connections; `segmentsEnded(_:position:)`.
-            case fetchSegments(connections: Int)
-            /// Empty the partial file and the hash (`DiskCommand.startOver`) and save this metadata; then `proceed`.
-            case startOver(announced: [Checksum], metadata: ResourceMetadata)
-            /// Tell the user (bytes were not used, or ranges given up); then `proceed`.
-            case warn(String)
-            /// Save this checkpoint, if any, and wait until the disk is past the middle of the last window;
-            /// `diskPassedMark(failure:)`.
-            case waitForDisk(checkpoint: ResourceMetadata?)
-            /// Wait until everything received is written, then save this metadata; `diskPassedMark(failure:)`.
-            case drainThenCheckpoint(ResourceMetadata)
-            /// Every byte is in: check lengths and the digest; `digestChecked(mismatch:)`.
-            case verify
-            /// The file is right: move it into the completed area.
-            case place
-            /// End early, keeping the partial file and its state for the next run.
-            case stop(DownloadError)
-            /// End early, deleting the partial file (nothing in it can be used again).
-            case discard(DownloadError)
-        }
-
         private enum State: Sendable, Equatable {
             case ready
             case requesting(Window)
@@ -101,8 +20,14 @@ extension Transfer {
             case stopped
         }
 
-        let url: URL
+        /// The download's URL (its identity) and then its mirrors (`DownloadOptions.mirrors`).
+        let sources: [URL]
+        var url: URL { sources[0] }
         let settings: Settings
+        /// Whether the caller expects a checksum, which lets a mirror with other validators continue the file.
+        let hasExpectation: Bool
+        /// Which of `sources` requests go to: the next one after a request fails.
+        private(set) var source = 0
         /// The network side; a request's sink holds a copy while it runs and hands it back in its `Report`.
         private(set) var position: TransferPosition
         private(set) var sizing: WindowSizing
@@ -127,12 +52,20 @@ extension Transfer {
         /// A machine for a partial file restored at `position`.
         /// - Parameters:
         ///   - url: the download's URL (named by its errors).
+        ///   - mirrors: other URLs of the same file.
+        ///   - source: which of the URL and its mirrors requests go to first (where a resume's HEAD was answered).
+        ///   - hasExpectation: whether the caller expects a checksum.
         ///   - settings: window sizes and limits.
         ///   - position: the restored partial file's network side.
         ///   - connections: connections wanted (1...16).
         ///   - connectionPrimed: whether a request (a HEAD) already opened a connection.
-        init(url: URL, settings: Settings, position: TransferPosition, connections: Int, connectionPrimed: Bool) {
-            self.url = url
+        init(
+            url: URL, mirrors: [URL] = [], source: Int = 0, hasExpectation: Bool = false, settings: Settings,
+            position: TransferPosition, connections: Int, connectionPrimed: Bool
+        ) {
+            sources = [url] + mirrors
+            self.source = min(max(0, source), mirrors.count)
+            self.hasExpectation = hasExpectation
             self.settings = settings
             self.position = position
             self.connections = connections
@@ -166,7 +99,8 @@ extension Transfer.StateMachine {
             position.startOver()
             return .startOver(announced: metadata.announced, metadata: metadata)
         }
-        var window = Window(target: redirectTarget, start: position.offset)
+        var window = Window(target: redirectTarget ?? (source > 0 ? sources[source] : nil), start: position.offset)
+        window.sameVersionOnly = source > 0 && !hasExpectation && window.start > 0
         if metadata.rangesSupported {
             // Without a strong ETag a continuation cannot ask "still the same version?": it asks for the bytes before
             // `start` as well, and the sink compares them with what the file has.
@@ -266,7 +200,7 @@ extension Transfer.StateMachine {
             state = .waitingForDisk(endsAfter: false)
             return .drainThenCheckpoint(position.metadata)
         case .failed(let error):
-            return stop(.stop(error))
+            return nextSource(after: error) ?? stop(.stop(error))
         case .cancelled:
             return stop(.stop(.cancelled(url)))
         }
@@ -298,7 +232,7 @@ extension Transfer.StateMachine {
             connections = 1
             return restart(reason: reason)
         case .failed(let error):
-            return stop(.stop(error))
+            return nextSource(after: error) ?? stop(.stop(error))
         case .cancelled:
             return stop(.stop(.cancelled(url)))
         }
@@ -330,6 +264,11 @@ extension Transfer.StateMachine {
 // MARK: - Rules
 
 extension Transfer.StateMachine {
+    /// The URLs segments are spread over: the source in use, then the mirrors after it (`nil`: the URL itself).
+    var segmentSources: [URL?] {
+        (source..<sources.count).map { $0 == 0 ? nil : sources[$0] }
+    }
+
     /// Whether the rest of the file is fetched in segments: a file begun in segments always continues so (its missing
     /// bytes are not all at its end); otherwise only with several connections wanted, a known length, Range honoured
     /// with a validator to send as `If-Range` on every segment, and at least two segments' worth of bytes left.
@@ -342,6 +281,24 @@ extension Transfer.StateMachine {
             return false
         }
         return connections > 1 && position.offset > 0 && total - position.offset >= 2 * settings.minimumSegmentSize
+    }
+
+    /// Goes on from the next mirror after a request failed, unless the failure is not the source's (the disk, a
+    /// cancellation, the caller's `prepareRequest`) or no mirror is left.
+    /// - Returns: a warning to show, then `proceed`; `nil` when the failure stands.
+    private mutating func nextSource(after error: DownloadError) -> Action? {
+        let notTheSource: [DownloadError] = [.cancelled, .suspended, .fileSystem, .requestPreparationFailed]
+        guard source + 1 < sources.count, !notTheSource.contains(error) else { return nil }
+        source += 1
+        redirectTarget = nil
+        connectionPrimed = false  // another server, probably: a new connection
+        if position.offset > 0 && hasExpectation {
+            // The checksum checks the whole file at the end: the mirror's own validators are taken, and the bytes
+            // before each resume point are compared (no splice of another file).
+            position.metadata.validators = Validators()
+        }
+        let mirror = sources[source].redactedAbsoluteString
+        return .warn("\(error.localizedDescription); going on from mirror \(mirror)")
     }
 
     /// Starts the current version again from byte 0, giving up after too many restarts (the file is deleted).

@@ -123,7 +123,9 @@ final class Transfer: Sendable {
         // version before they are re-hashed), or a file this URL delivered earlier (it tells whether that file is
         // still current: then it is the answer). A fresh download learns the same from its first GET.
         var probed = job.files.hasState
-        var probe = probed ? try await self.probe() : nil
+        var probe: Probe?
+        var source = 0
+        if probed { (probe, source) = try await probeSources() }
         var ownFile: URL?
         if !probed, replacing == nil, let recorded = recordedFile() {
             let reused = try await reuse(recorded, expected: expected)
@@ -134,8 +136,8 @@ final class Transfer: Sendable {
         let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.map(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var machine = StateMachine(
-            url: url, settings: settings, position: position, connections: requestedConnections,
-            connectionPrimed: probed)
+            url: url, mirrors: mirrors, source: source, hasExpectation: expected != nil, settings: settings,
+            position: position, connections: requestedConnections, connectionPrimed: probed)
         var action = StateMachine.Action.proceed
         // Opens when the disk is past the middle of the last window (`nil`: once it has written everything).
         var halfway: DiskFence?
@@ -157,7 +159,8 @@ final class Transfer: Sendable {
                     (action, halfway) = try await send(window, job: job, machine: &machine)
                 case .fetchSegments(let connections):
                     var position = machine.position
-                    let outcome = await fetchSegments(job, position: &position, connections: connections)
+                    let outcome = await fetchSegments(
+                        job, position: &position, connections: connections, sources: machine.segmentSources)
                     halfway = nil
                     action = machine.segmentsEnded(outcome, position: position)
                 case .waitForDisk(let checkpoint):

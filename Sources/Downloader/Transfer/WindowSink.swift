@@ -33,6 +33,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     /// For a window grown past the base size (see `Transfer.Configuration.maximumWindowSize`), the most received bytes
     /// that may wait for the disk before the window ends early; `nil` for a window its own length bounds.
     private let grownWindowLimit: Int64?
+    /// Whether the response must continue the version the file has (a mirror without an expected checksum): another
+    /// version fails the request rather than starting the file again.
+    private let sameVersionOnly: Bool
 
     /// The network side, owned by this sink until the request ends.
     private(set) var position: TransferPosition
@@ -57,8 +60,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     init(
         job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
         checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes,
-        grownWindowLimit: Int64? = nil
+        grownWindowLimit: Int64? = nil, sameVersionOnly: Bool = false
     ) {
+        self.sameVersionOnly = sameVersionOnly
         self.maximumUnwritten = maximumUnwritten
         self.grownWindowLimit = grownWindowLimit
         self.job = job
@@ -79,7 +83,12 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         let request = WindowRequest(
             start: start, end: end, ranged: ranged, resumeOffset: resumeOffset, windowSize: checkpointInterval)
         var saveNow = false
-        switch ResponseJudge.judge(http.head, request: request, known: position.metadata, url: job.url) {
+        let verdict = ResponseJudge.judge(http.head, request: request, known: position.metadata, url: job.url)
+        if sameVersionOnly, let reason = Self.anotherVersion(verdict, known: position.metadata.validators) {
+            return .failed(
+                .invalidResponse(job.url, reason: "the mirror \(http.url?.redactedAbsoluteString ?? "") \(reason)"))
+        }
+        switch verdict {
         case .end(let end):
             return end
         case .append(let metadata, let bodyLength):
@@ -143,6 +152,18 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         // A grown window while the disk slowed down: the rest comes in windows of the base size.
         if let grownWindowLimit, !isWholeStream, unwritten > grownWindowLimit { return .diskBehind }
         return nil
+    }
+
+    /// Why a verdict shows a version other than the file's (`nil`: the same version).
+    private static func anotherVersion(_ verdict: ResponseVerdict, known: Validators) -> String? {
+        switch verdict {
+        case .end(.restartFromZero(let reason)), .end(.unreliableETag(let reason)):
+            return "has another version: \(reason)"
+        case .replace(let metadata, _, _) where known.isEmpty || metadata.validators.differs(from: known):
+            return "answered with the whole of another version"
+        case .append, .begin, .replace, .end:
+            return nil
+        }
     }
 
     /// A whole file streaming faster than the disk writes it: Linux URLSession cannot slow a response down, so the
