@@ -199,7 +199,7 @@ for (index, url) in urls.enumerated() {
         let expected = versions.map { TestContent(name: file.name, size: file.size, version: $0).md5.hexString }
         let ok =
             expected.contains(receipt.md5 ?? "")
-            && (try? MD5.hash(data: Data(contentsOf: receipt.fileURL)).hexString) == receipt.md5
+            && (try? Hashing.MD5.hash(data: Data(contentsOf: receipt.fileURL)).hexString) == receipt.md5
         allGood = allGood && ok
         let (start, end) = observations.lock.withLock { (observations.started[url], observations.finished[url]) }
         let seconds = max(0.001, (end ?? Date()).timeIntervalSince(start ?? Date()))

@@ -114,7 +114,7 @@ struct Arguments {
                 result.lifo = true
             case "--md5":
                 let text = try value(for: flag, inline: inline)
-                guard MD5Digest(hexString: text) != nil else {
+                guard Hashing.MD5Digest(hexString: text) != nil else {
                     throw UsageError(message: "--md5 needs 32 hexadecimal digits, not \"\(text)\"")
                 }
                 result.md5 = text

@@ -76,7 +76,7 @@ public struct TestContent: Sendable, Hashable {
     public var data: Data { Data(bytes(in: 0..<size)) }
 
     /// The MD5 of the whole contents, computed in 1 MiB pieces.
-    public var md5: MD5Digest {
+    public var md5: Hashing.MD5Digest {
         var hasher = MD5()
         let piece = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: piece, alignment: 8)
@@ -91,7 +91,7 @@ public struct TestContent: Sendable, Hashable {
     }
 
     /// The SHA-256 of the whole contents, computed in 1 MiB pieces.
-    public var sha256: SHA256Digest {
+    public var sha256: Hashing.SHA256Digest {
         var hasher = SHA256()
         let piece = 1 << 20
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: piece, alignment: 8)

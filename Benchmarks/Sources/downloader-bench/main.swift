@@ -21,15 +21,15 @@ import Foundation
 
 /// The hashers `downloader-bench` measures.
 protocol BenchedHash {
-    associatedtype Digest: HashDigest
+    associatedtype Digest: Hashing.Digest
     init()
     mutating func update(bufferPointer: UnsafeRawBufferPointer)
     func finalize() -> Digest
 }
 
-extension MD5: BenchedHash {}
-extension SHA256: BenchedHash {}
-extension SHA1: BenchedHash {}
+extension Hashing.MD5: BenchedHash {}
+extension Hashing.SHA256: BenchedHash {}
+extension Hashing.SHA1: BenchedHash {}
 
 /// Hashes a file, reading it in 4 MiB blocks into one reused buffer.
 /// - Parameters:
@@ -155,9 +155,9 @@ case "md5", "sha256", "sha1":
         do {
             let (digest, seconds) =
                 switch command {
-                case "sha256": try digest(SHA256.self, ofFileAt: file)
-                case "sha1": try digest(SHA1.self, ofFileAt: file)
-                default: try digest(MD5.self, ofFileAt: file)
+                case "sha256": try digest(Hashing.SHA256.self, ofFileAt: file)
+                case "sha1": try digest(Hashing.SHA1.self, ofFileAt: file)
+                default: try digest(Hashing.MD5.self, ofFileAt: file)
                 }
             let size = (try? FileManager.default.attributesOfItem(atPath: file)[.size] as? Int) ?? 0
             let rate = Double(size) / 1_048_576 / max(seconds, 1e-9)

@@ -19,7 +19,7 @@ final class Counter: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     let hashQueue = DispatchQueue(label: "urlsession-floor.hash")
     let done = DispatchSemaphore(value: 0)
     var count = 0
-    var md5 = MD5()
+    var md5 = Hashing.MD5()
     var failure: (any Error)?
 
     init(hashing: Bool) {
@@ -57,7 +57,7 @@ if primed {
     session.dataTask(with: first).resume()
     counter.done.wait()
     counter.count = 0
-    counter.md5 = MD5()
+    counter.md5 = Hashing.MD5()
 }
 session.dataTask(with: request).resume()
 counter.done.wait()

@@ -1,14 +1,16 @@
 import Foundation
 
-/// What the digests of `MD5`, `SHA1` and `SHA256` share: a fixed number of bytes, shown as lowercase hex, parsed from
-/// hex or base64 (the forms of `md5sum`/`sha256sum` output and of `Content-MD5` / `Digest` / `Repr-Digest` headers).
-public protocol HashDigest: Sendable, Hashable, CustomStringConvertible {
-    /// The digest's length in bytes.
-    static var byteCount: Int { get }
-    /// The digest in its canonical byte order (as printed by `md5sum`, `sha256sum`, …).
-    var bytes: [UInt8] { get }
-    /// Creates a digest from exactly `byteCount` bytes; any other count returns `nil`.
-    init?(bytes: some Collection<UInt8>)
+extension Hashing {
+    /// What the digests of `MD5`, `SHA1` and `SHA256` share: a fixed number of bytes, shown as lowercase hex, parsed from
+    /// hex or base64 (the forms of `md5sum`/`sha256sum` output and of `Content-MD5` / `Digest` / `Repr-Digest` headers).
+    public protocol Digest: Sendable, Hashable, CustomStringConvertible {
+        /// The digest's length in bytes.
+        static var byteCount: Int { get }
+        /// The digest in its canonical byte order (as printed by `md5sum`, `sha256sum`, …).
+        var bytes: [UInt8] { get }
+        /// Creates a digest from exactly `byteCount` bytes; any other count returns `nil`.
+        init?(bytes: some Collection<UInt8>)
+    }
 }
 
 extension HashDigest {
@@ -37,25 +39,29 @@ extension HashDigest {
     public var description: String { hexString }
 }
 
-/// The 32-byte result of a SHA-256 hash.
-public struct SHA256Digest: HashDigest {
-    public static let byteCount = 32
-    public let bytes: [UInt8]
+extension Hashing {
+    /// The 32-byte result of a SHA-256 hash.
+    public struct SHA256Digest: Digest {
+        public static let byteCount = 32
+        public let bytes: [UInt8]
 
-    public init?(bytes: some Collection<UInt8>) {
-        guard bytes.count == Self.byteCount else { return nil }
-        self.bytes = Array(bytes)
+        public init?(bytes: some Collection<UInt8>) {
+            guard bytes.count == Self.byteCount else { return nil }
+            self.bytes = Array(bytes)
+        }
     }
 }
 
-/// The 20-byte result of a SHA-1 hash.
-public struct SHA1Digest: HashDigest {
-    public static let byteCount = 20
-    public let bytes: [UInt8]
+extension Hashing {
+    /// The 20-byte result of a SHA-1 hash.
+    public struct SHA1Digest: Digest {
+        public static let byteCount = 20
+        public let bytes: [UInt8]
 
-    public init?(bytes: some Collection<UInt8>) {
-        guard bytes.count == Self.byteCount else { return nil }
-        self.bytes = Array(bytes)
+        public init?(bytes: some Collection<UInt8>) {
+            guard bytes.count == Self.byteCount else { return nil }
+            self.bytes = Array(bytes)
+        }
     }
 }
 

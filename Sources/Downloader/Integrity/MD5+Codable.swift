@@ -17,7 +17,7 @@ extension MD5: Codable {
 }
 
 extension MD5: Equatable {
-    public static func == (lhs: MD5, rhs: MD5) -> Bool {
+    public static func == (lhs: Hashing.MD5, rhs: Hashing.MD5) -> Bool {
         lhs.state == rhs.state && lhs.buffer.isEqual(to: rhs.buffer)
     }
 }

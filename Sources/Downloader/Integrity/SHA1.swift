@@ -1,67 +1,69 @@
 import Foundation
 
-/// A streaming SHA-1 hasher (FIPS 180-4) whose intermediate state can be saved and restored. SHA-1 is broken for
-/// signatures; it is here because mirrors still publish `SHA1SUMS`, to check a download against them.
-///
-/// The shape follows swift-crypto's `Insecure.SHA1` and this library's `MD5`:
-///
-/// ```swift
-/// var sha = SHA1()
-/// sha.update(data: firstChunk)
-/// sha.update(data: secondChunk)
-/// print(sha.finalize())   // 40 lowercase hex digits
-/// ```
-///
-/// Whole blocks are hashed in place from the caller's buffer and `update` never allocates. The state is `Codable`:
-/// saved beside a partial file, a resume continues the hash without reading the file again.
-public struct SHA1: Sendable {
-    typealias Words = (UInt32, UInt32, UInt32, UInt32, UInt32)
+extension Hashing {
+    /// A streaming SHA-1 hasher (FIPS 180-4) whose intermediate state can be saved and restored. SHA-1 is broken for
+    /// signatures; it is here because mirrors still publish `SHA1SUMS`, to check a download against them.
+    ///
+    /// The shape follows swift-crypto's `Insecure.SHA1` and this library's `MD5`:
+    ///
+    /// ```swift
+    /// var sha = SHA1()
+    /// sha.update(data: firstChunk)
+    /// sha.update(data: secondChunk)
+    /// print(sha.finalize())   // 40 lowercase hex digits
+    /// ```
+    ///
+    /// Whole blocks are hashed in place from the caller's buffer and `update` never allocates. The state is `Codable`:
+    /// saved beside a partial file, a resume continues the hash without reading the file again.
+    public struct SHA1: Sendable {
+        typealias Words = (UInt32, UInt32, UInt32, UInt32, UInt32)
 
-    /// The five chaining words.
-    var state: Words = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476, 0xc3d2_e1f0)
-    var buffer = BlockBuffer()
+        /// The five chaining words.
+        var state: Words = (0x6745_2301, 0xefcd_ab89, 0x98ba_dcfe, 0x1032_5476, 0xc3d2_e1f0)
+        var buffer = BlockBuffer()
 
-    /// How many bytes have been hashed so far.
-    public var byteCount: UInt64 { buffer.byteCount }
+        /// How many bytes have been hashed so far.
+        public var byteCount: UInt64 { buffer.byteCount }
 
-    /// Creates a hasher with the initial SHA-1 state.
-    public init() {}
+        /// Creates a hasher with the initial SHA-1 state.
+        public init() {}
 
-    /// Adds bytes to the hash.
-    /// - Parameter data: the bytes, in any `DataProtocol` shape.
-    public mutating func update(data: some DataProtocol) {
-        for region in data.regions {
-            region.withUnsafeBytes { update(bufferPointer: $0) }
+        /// Adds bytes to the hash.
+        /// - Parameter data: the bytes, in any `DataProtocol` shape.
+        public mutating func update(data: some DataProtocol) {
+            for region in data.regions {
+                region.withUnsafeBytes { update(bufferPointer: $0) }
+            }
         }
-    }
 
-    /// Adds the bytes of a raw buffer to the hash.
-    /// - Parameter bufferPointer: the bytes; whole blocks are read from it in place.
-    public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
-        var words = state
-        buffer.absorb(bufferPointer) { Self.compress(&words, blocks: $0, count: $1) }
-        state = words
-    }
+        /// Adds the bytes of a raw buffer to the hash.
+        /// - Parameter bufferPointer: the bytes; whole blocks are read from it in place.
+        public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
+            var words = state
+            buffer.absorb(bufferPointer) { Self.compress(&words, blocks: $0, count: $1) }
+            state = words
+        }
 
-    /// Returns the digest of every byte added so far, without consuming the hasher.
-    /// - Returns: the 20-byte digest.
-    public func finalize() -> SHA1Digest {
-        var copy = self
-        buffer.padding(bigEndianLength: true).withUnsafeBytes { copy.update(bufferPointer: $0) }
-        precondition(copy.buffer.pendingCount == 0, "SHA-1 padding must end on a block boundary")
-        return SHA1Digest(bytes: bigEndianBytes(copy.words))!
-    }
+        /// Returns the digest of every byte added so far, without consuming the hasher.
+        /// - Returns: the 20-byte digest.
+        public func finalize() -> SHA1Digest {
+            var copy = self
+            buffer.padding(bigEndianLength: true).withUnsafeBytes { copy.update(bufferPointer: $0) }
+            precondition(copy.buffer.pendingCount == 0, "SHA-1 padding must end on a block boundary")
+            return SHA1Digest(bytes: bigEndianBytes(copy.words))!
+        }
 
-    /// Hashes bytes in one call.
-    /// - Parameter data: the bytes to hash.
-    /// - Returns: their digest.
-    public static func hash(data: some DataProtocol) -> SHA1Digest {
-        var sha = SHA1()
-        sha.update(data: data)
-        return sha.finalize()
-    }
+        /// Hashes bytes in one call.
+        /// - Parameter data: the bytes to hash.
+        /// - Returns: their digest.
+        public static func hash(data: some DataProtocol) -> SHA1Digest {
+            var sha = SHA1()
+            sha.update(data: data)
+            return sha.finalize()
+        }
 
-    var words: [UInt32] { [state.0, state.1, state.2, state.3, state.4] }
+        var words: [UInt32] { [state.0, state.1, state.2, state.3, state.4] }
+    }
 }
 
 extension SHA1: Codable, Equatable {
@@ -79,7 +81,7 @@ extension SHA1: Codable, Equatable {
         try SavedBlockHash(words: words, buffer: buffer).encode(to: encoder)
     }
 
-    public static func == (lhs: SHA1, rhs: SHA1) -> Bool {
+    public static func == (lhs: Hashing.SHA1, rhs: Hashing.SHA1) -> Bool {
         lhs.words == rhs.words && lhs.buffer.isEqual(to: rhs.buffer)
     }
 }

@@ -1,68 +1,70 @@
 import Foundation
 
-/// A streaming SHA-256 hasher (FIPS 180-4) whose intermediate state can be saved and restored.
-///
-/// The shape follows swift-crypto's `SHA256` and this library's `MD5`:
-///
-/// ```swift
-/// var sha = SHA256()
-/// sha.update(data: firstChunk)
-/// sha.update(data: secondChunk)
-/// print(sha.finalize())   // 64 lowercase hex digits
-/// ```
-///
-/// Whole blocks are hashed in place from the caller's buffer and `update` never allocates. The state is `Codable`:
-/// saved beside a partial file, a resume continues the hash without reading the file again.
-public struct SHA256: Sendable {
-    typealias Words = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
+extension Hashing {
+    /// A streaming SHA-256 hasher (FIPS 180-4) whose intermediate state can be saved and restored.
+    ///
+    /// The shape follows swift-crypto's `SHA256` and this library's `MD5`:
+    ///
+    /// ```swift
+    /// var sha = SHA256()
+    /// sha.update(data: firstChunk)
+    /// sha.update(data: secondChunk)
+    /// print(sha.finalize())   // 64 lowercase hex digits
+    /// ```
+    ///
+    /// Whole blocks are hashed in place from the caller's buffer and `update` never allocates. The state is `Codable`:
+    /// saved beside a partial file, a resume continues the hash without reading the file again.
+    public struct SHA256: Sendable {
+        typealias Words = (UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32, UInt32)
 
-    /// The eight chaining words.
-    var state: Words = (
-        0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19
-    )
-    var buffer = BlockBuffer()
+        /// The eight chaining words.
+        var state: Words = (
+            0x6a09_e667, 0xbb67_ae85, 0x3c6e_f372, 0xa54f_f53a, 0x510e_527f, 0x9b05_688c, 0x1f83_d9ab, 0x5be0_cd19
+        )
+        var buffer = BlockBuffer()
 
-    /// How many bytes have been hashed so far.
-    public var byteCount: UInt64 { buffer.byteCount }
+        /// How many bytes have been hashed so far.
+        public var byteCount: UInt64 { buffer.byteCount }
 
-    /// Creates a hasher with the initial SHA-256 state.
-    public init() {}
+        /// Creates a hasher with the initial SHA-256 state.
+        public init() {}
 
-    /// Adds bytes to the hash.
-    /// - Parameter data: the bytes, in any `DataProtocol` shape.
-    public mutating func update(data: some DataProtocol) {
-        for region in data.regions {
-            region.withUnsafeBytes { update(bufferPointer: $0) }
+        /// Adds bytes to the hash.
+        /// - Parameter data: the bytes, in any `DataProtocol` shape.
+        public mutating func update(data: some DataProtocol) {
+            for region in data.regions {
+                region.withUnsafeBytes { update(bufferPointer: $0) }
+            }
         }
-    }
 
-    /// Adds the bytes of a raw buffer to the hash.
-    /// - Parameter bufferPointer: the bytes; whole blocks are read from it in place.
-    public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
-        var words = state
-        buffer.absorb(bufferPointer) { Self.compress(&words, blocks: $0, count: $1) }
-        state = words
-    }
+        /// Adds the bytes of a raw buffer to the hash.
+        /// - Parameter bufferPointer: the bytes; whole blocks are read from it in place.
+        public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
+            var words = state
+            buffer.absorb(bufferPointer) { Self.compress(&words, blocks: $0, count: $1) }
+            state = words
+        }
 
-    /// Returns the digest of every byte added so far, without consuming the hasher.
-    /// - Returns: the 32-byte digest.
-    public func finalize() -> SHA256Digest {
-        var copy = self
-        buffer.padding(bigEndianLength: true).withUnsafeBytes { copy.update(bufferPointer: $0) }
-        precondition(copy.buffer.pendingCount == 0, "SHA-256 padding must end on a block boundary")
-        return SHA256Digest(bytes: bigEndianBytes(copy.words))!
-    }
+        /// Returns the digest of every byte added so far, without consuming the hasher.
+        /// - Returns: the 32-byte digest.
+        public func finalize() -> SHA256Digest {
+            var copy = self
+            buffer.padding(bigEndianLength: true).withUnsafeBytes { copy.update(bufferPointer: $0) }
+            precondition(copy.buffer.pendingCount == 0, "SHA-256 padding must end on a block boundary")
+            return SHA256Digest(bytes: bigEndianBytes(copy.words))!
+        }
 
-    /// Hashes bytes in one call.
-    /// - Parameter data: the bytes to hash.
-    /// - Returns: their digest.
-    public static func hash(data: some DataProtocol) -> SHA256Digest {
-        var sha = SHA256()
-        sha.update(data: data)
-        return sha.finalize()
-    }
+        /// Hashes bytes in one call.
+        /// - Parameter data: the bytes to hash.
+        /// - Returns: their digest.
+        public static func hash(data: some DataProtocol) -> SHA256Digest {
+            var sha = SHA256()
+            sha.update(data: data)
+            return sha.finalize()
+        }
 
-    var words: [UInt32] { [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] }
+        var words: [UInt32] { [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] }
+    }
 }
 
 extension SHA256: Codable, Equatable {
@@ -80,7 +82,7 @@ extension SHA256: Codable, Equatable {
         try SavedBlockHash(words: words, buffer: buffer).encode(to: encoder)
     }
 
-    public static func == (lhs: SHA256, rhs: SHA256) -> Bool {
+    public static func == (lhs: Hashing.SHA256, rhs: Hashing.SHA256) -> Bool {
         lhs.words == rhs.words && lhs.buffer.isEqual(to: rhs.buffer)
     }
 }
