@@ -1,33 +1,69 @@
 import Downloader
 import Foundation
 
-/// The Swift snippets of README.md, compiled here and run against the test server by `SnippetsTests`.
+/// The Swift snippets of README.md and of the DocC articles, compiled here and run against the test server by
+/// `SnippetsTests`.
 ///
 /// The lines between `// README: NAME (PARAMETERS)` and `// README: end` are the README's block, line for line; the
 /// README block adds only `import` lines and one `let` line per parameter (a value for the reader's own setting).
 /// `SnippetsTests` fails when the two differ.
 public enum Snippets {
-    /// README, "async/await": a download with an expected checksum, and an events consumer that starts before it
-    /// and ends when the manager shuts down.
-    public static func asyncAwait(directory: URL, url: URL, expectedSHA256: String) async throws -> DownloadReceipt {
-        // README: async-await (directory, url, expectedSHA256)
+    /// README, "Quick start": one download with an expected checksum.
+    public static func quickStart(directory: URL, url: URL, expectedSHA256: String) async throws -> DownloadReceipt {
+        // README: quick-start (directory, url, expectedSHA256)
         let manager = try DownloadManager(configuration: .init(directory: directory))
-        let events = await manager.events()  // subscribe first: events are not replayed
-        let monitor = Task {
-            for await event in events {  // ends when the manager shuts down
-                if case .progress(let r) = event { print(r.url.lastPathComponent, r.fractionCompleted) }
-            }
-        }
         let receipt = try await manager.download(
             url, options: DownloadOptions(checksum: try Checksum(parsing: "sha-256=" + expectedSHA256)))
-        print(receipt.fileURL.path, receipt.verification!)  // a whole file, and what was verified
-        await manager.shutdown()  // finishes every events() stream
-        await monitor.value
+        print(receipt.fileURL.path)  // DIRECTORY/completed/NAME: whole, and verified
+        print(receipt.verification!)  // what was checked: sha-256=…
+        await manager.shutdown()
         // README: end
         return receipt
     }
 
-    /// README, "Callbacks": progress and completion closures, and the controls.
+    /// README, "Progress of one download": `events(for:)` from before it starts until it ends.
+    public static func oneDownload(manager: DownloadManager, url: URL) async throws {
+        // README: one-download (manager, url)
+        let events = await manager.events(for: url)  // this download's events from now on
+        let watcher = Task {
+            for await event in events {  // ends when the download completes, fails or is removed
+                if case .progress(let r) = event { print(Int(r.fractionCompleted * 100), "%", r.bytesPerSecond ?? 0) }
+            }
+        }
+        _ = try await manager.download(url)  // the receipt, once the file is complete
+        await watcher.value
+        // README: end
+    }
+
+    /// README, "Errors": `catch` by kind.
+    public static func errors(manager: DownloadManager, url: URL) async {
+        // README: errors (manager, url)
+        do {
+            let receipt = try await manager.download(url)
+            print("saved", receipt.fileURL.path)
+        } catch DownloadError.checksumMismatch {
+            print("not the file expected: nothing was saved")
+        } catch DownloadError.httpStatus {
+            print("the server refused")  // 404, 403, … (5xx, 408 and 429 were retried first)
+        } catch let error as DownloadError where error.isTransient {
+            print("try again later:", error.localizedDescription)  // after Configuration.retryLimit retries
+        } catch {
+            print(error.localizedDescription)  // the URL and what went wrong
+        }
+        // README: end
+    }
+
+    /// README, "Resume after a restart": a new manager on the same directory continues by Range.
+    public static func resume(directory: URL, url: URL) async throws {
+        // README: resume (directory, url)
+        let manager = try DownloadManager(configuration: .init(directory: directory))
+        print(await manager.receipt(for: url)?.state ?? .idle)  // suspended: found unfinished after a crash or kill -9
+        _ = try await manager.download(url)  // continues by Range from the bytes on disk
+        await manager.shutdown()
+        // README: end
+    }
+
+    /// Getting started (DocC), "Callbacks": progress and completion closures, and the controls.
     public static func callbacks(manager: DownloadManager, url: URL) async {
         // README: callbacks (manager, url)
         await manager.enqueue(
@@ -47,7 +83,7 @@ public enum Snippets {
         // README: end
     }
 
-    /// README, "More control": an exact destination, a priority, a bandwidth limit, the limit at run time, forget.
+    /// Getting started (DocC), "More control": an exact destination, a priority, a bandwidth limit, the limit at run time, forget.
     public static func control(manager: DownloadManager, url: URL, destination: URL) async throws -> DownloadReceipt {
         // README: control (manager, url, destination)
         let receipt = try await manager.download(

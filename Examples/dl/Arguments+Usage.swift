@@ -1,6 +1,8 @@
+import Downloader
+
 extension Arguments {
     /// `dl`'s version.
-    static let version = "0.2.0-dev"
+    static let version = DownloadManager.version
 
     /// `dl --help`, grouped like wget's.
     static let usage = """

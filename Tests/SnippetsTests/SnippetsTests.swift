@@ -15,17 +15,53 @@ final class SnippetsTests: Sendable {
         workspace = try TestWorkspace(prefix: "snippets")
     }
 
-    @Test("async/await: verified with the expected SHA-256; the events consumer ends at shutdown")
-    func asyncAwait() async throws {
-        let url = server.url("/bytes/dataset.tar.gz?size=300000&rate=2000000")
+    @Test("Quick start: verified with the expected SHA-256, named after the URL")
+    func quickStart() async throws {
+        let url = server.url("/bytes/dataset.tar.gz?size=300000")
         let expected = TestContent(name: "dataset.tar.gz", size: 300_000).sha256.hexString
-        let receipt = try await Snippets.asyncAwait(
-            directory: workspace.directory, url: url, expectedSHA256: expected)
+        let receipt = try await Snippets.quickStart(directory: workspace.directory, url: url, expectedSHA256: expected)
         guard case .checksum(let checksum)? = receipt.verification else {
             Issue.record("not verified: \(String(describing: receipt.verification))")
             return
         }
-        #expect(checksum.hexString == expected)
+        #expect(checksum.hexString == expected && receipt.fileURL.lastPathComponent == "dataset.tar.gz")
+    }
+
+    @Test("Progress of one download: the watcher ends with the download")
+    func oneDownload() async throws {
+        let manager = try DownloadManager(configuration: .init(directory: workspace.directory))
+        let url = server.url("/bytes/watched?size=400000&rate=2000000")
+        try await Snippets.oneDownload(manager: manager, url: url)
+        #expect(await manager.receipt(for: url)?.state == .completed)
+        await manager.shutdown()
+    }
+
+    @Test("Errors: a 404 is caught by kind and fails the download at once")
+    func errors() async throws {
+        let manager = try DownloadManager(configuration: .init(directory: workspace.directory))
+        let url = server.url("/status/404")
+        await Snippets.errors(manager: manager, url: url)
+        #expect(await manager.receipt(for: url)?.error?.statusCode == 404)
+        #expect(server.requests.count == 1, "not retried")
+        await manager.shutdown()
+    }
+
+    @Test("Resume after a restart: a second manager continues by Range")
+    func resume() async throws {
+        // The short first request, then a window that stalls after 1 MB: the download is unfinished when it stops.
+        let url = server.url("/bytes/resumed?size=3000000&stallAfter=1000000&stall=60&stallCount=2")
+        let first = try DownloadManager(configuration: .init(directory: workspace.directory))
+        await first.enqueue(url)
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1_000_000 + 16_384 })
+        await first.suspend(url)
+        await first.shutdown()
+        let before = server.requests.count
+        try await Snippets.resume(directory: workspace.directory, url: url)
+        let resumed = server.requests.dropFirst(before)
+        #expect(resumed.first?.method == "HEAD", "\(resumed.map(\.method))")
+        #expect((resumed.first { $0.method == "GET" }?.rangeStart ?? 0) > 0, "by Range: \(resumed.map(\.range))")
+        let file = workspace.directory.appendingPathComponent("completed/resumed")
+        #expect(MD5.hash(data: try Data(contentsOf: file)) == TestContent(name: "resumed", size: 3_000_000).md5)
     }
 
     @Test("Callbacks: enqueue, suspend, resume and remove leave nothing behind")
@@ -51,7 +87,7 @@ final class SnippetsTests: Sendable {
         await manager.shutdown()
     }
 
-    @Test("README.md shows every compiled snippet, and every Swift block in it is one")
+    @Test("README.md and the DocC articles show every compiled snippet, and every Swift block in them is one")
     func readmeMatches() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
@@ -75,11 +111,17 @@ final class SnippetsTests: Sendable {
                 current!.lines.append(String(line.dropFirst(min(current!.indent, line.prefix { $0 == " " }.count))))
             }
         }
-        #expect(regions.count == 3)
+        #expect(regions.count == 6)
 
-        let readme = try String(contentsOf: root.appendingPathComponent("README.md"), encoding: .utf8)
-        let blocks = readme.components(separatedBy: "```swift\n").dropFirst().map {
-            $0.components(separatedBy: "\n```")[0]
+        let articles = root.appendingPathComponent("Sources/Downloader/Downloader.docc")
+        let documents =
+            [root.appendingPathComponent("README.md")]
+            + (try FileManager.default.contentsOfDirectory(at: articles, includingPropertiesForKeys: nil))
+            .filter { $0.pathExtension == "md" }
+        let blocks = try documents.flatMap { document in
+            try String(contentsOf: document, encoding: .utf8).components(separatedBy: "```swift\n").dropFirst().map {
+                $0.components(separatedBy: "\n```")[0]
+            }
         }
         var shown = Set<String>()
         for block in blocks where !block.hasPrefix("// Package.swift") {

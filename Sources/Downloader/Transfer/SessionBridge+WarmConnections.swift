@@ -1,7 +1,7 @@
 /// Which origins probably have an idle keep-alive connection in libcurl's cache, so that a new download's first
 /// request can ask for a whole window at once (issue #24).
 ///
-/// A request on a *new* connection makes FoundationNetworking spin a core until it ends (README, "Platform notes"),
+/// A request on a *new* connection makes FoundationNetworking spin a core until it ends (documentation, "Platform notes"),
 /// which is why a fresh download asks for 16 KiB first. A request that reuses a connection does not spin, so when a
 /// request to the same origin finished a moment ago, the next download needs no short first request: a small file
 /// is then one request, one round trip. A value: every rule is tested without a socket.

@@ -7,7 +7,7 @@ import Foundation
 /// What a transfer's requests carry, and where they go.
 extension Transfer {
     /// How many bytes before the resume point a request without a strong validator asks for again, to compare: a
-    /// change that leaves these bytes equal would go unnoticed (the residual risk, documented in the README).
+    /// change that leaves these bytes equal would go unnoticed (the residual risk, in the Verification article).
     static let continuityCheckLength = 64 << 10
 
     /// Whether a window sent to the redirect target goes back to the original URL after `error`: 401, 403, 404 and

@@ -48,7 +48,7 @@ final class Transfer: Sendable {
         /// On Linux, FoundationNetworking keeps watching a new connection for writability for the whole of its first
         /// request (the connect step asks for it and nothing takes it back), and a socket is always writable: that
         /// request spins a core until it ends. A short first request ends the spin early; later requests reuse the
-        /// connection without it (README, platform notes).
+        /// connection without it (the documentation's platform notes).
         var firstWindowSize: Int64 = 16 << 10
         /// How often a file changed mid-download may restart it before giving up.
         var maximumRestarts = 3
