@@ -10,9 +10,10 @@ extension Arguments {
                dl [OPTION]... -i FILE
                dl --list [--dir DIR]
 
-        Downloads every URL into DIR (default ./downloads), several at once, resumably: run the same command again
-        after Ctrl-C, kill or a network fault and it continues where it stopped. Each verified file's absolute path
-        is printed on stdout; progress and messages go to stderr.
+        Downloads every URL into DIR (default: the current directory), several at once, resumably: run the same
+        command again after Ctrl-C, kill or a network fault and it continues where it stopped (the state lives in
+        DIR/.dl until nothing is unfinished). Each verified file's absolute path is printed on stdout; progress and
+        messages go to stderr. wget's, curl's and aria2c's spellings work where they mean the same.
 
         Startup:
           -h, --help                 print this help and exit
@@ -23,25 +24,32 @@ extension Arguments {
                                      header=Name: value
 
         Download:
-          -P, --dir DIR              where files and download state live (default ./downloads)
+          -P, -d, --dir DIR          where files and download state live (default: the current directory);
+                                     --directory-prefix means the same
+          -o, --out NAME             the one URL's file name inside DIR
           -O, --output FILE          write the one URL to exactly FILE, replacing it once verified (the state
-                                     lives in FILE's folder unless --dir is given)
+                                     lives in FILE's folder unless --dir is given); --output-document too
+          -O -                       the one URL's bytes to stdout as they arrive (dl -O - URL | tar x): no
+                                     resume; the digest is checked at the end, and a mismatch exits 1 saying the
+                                     bytes already written must be discarded
           -c, --continue             accepted for habit's sake: resuming is always on
-              --max-active N         downloads at once (default 4)
+          -j, --max-active N         downloads at once (default 4); --max-concurrent-downloads too
               --lifo                 start the most recently listed waiting URL first
               --naming MODE          suggested (the server's or the URL's name, default) or md5 (md5 of the URL)
-              --header 'N: v'        an extra request header (repeatable)
-              --user-agent TEXT      the User-Agent header (default dl/VERSION)
-              --retries N            retries of transient faults per URL (default 5)
-              --timeout SECONDS      a request that receives nothing for this long is retried (default 30)
+          -H, --header 'N: v'        an extra request header (repeatable)
+          -U, --user-agent TEXT      the User-Agent header (default dl/VERSION)
+          -t, --tries N              attempts per URL, as wget counts them (default 6; 0 = no limit)
+              --retries N            retries of transient faults per URL (default 5), each resuming by Range
+          -T, --timeout SECONDS      a request that receives nothing for this long is retried (default 30)
               --lowest-speed-limit RATE
                                      a request slower than RATE for 30 s is retried like a stall
               --limit-rate RATE      at most RATE per download, e.g. 500k or 2M (bytes per second, k = 1024)
               --max-overall-limit RATE
-                                     at most RATE for all downloads together
+                                     at most RATE for all downloads together; --max-overall-download-limit too
           -x, --max-connection-per-server N
                                      fetch each file over N connections at once (1–16, default 1) when the
-                                     server allows it (Range, a validator); -s N, --split N mean the same
+                                     server allows it (Range, a validator); -s N, --split N mean the same (as in
+                                     aria2c: for quiet, use -q)
               --wait                 if another dl is using DIR, wait for it instead of exiting 1
 
         Verification:

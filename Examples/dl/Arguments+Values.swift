@@ -2,6 +2,43 @@ import Downloader
 import Foundation
 
 extension Arguments {
+    /// Short flags whose value may follow without a space: wget's `-Pdir`, `-Ofile`, aria2's `-x4`, `-j8`, `-ddir`.
+    static let shortFlagsWithValues = ["-P", "-O", "-o", "-d", "-i", "-x", "-s", "-j", "-t", "-T", "-U", "-H"]
+
+    /// Every long flag `dl` accepts, for suggestions.
+    static let longFlags = [
+        "--help", "--version", "--input-file", "--dir", "--directory-prefix", "--output", "--output-document",
+        "--out", "--continue", "--max-active", "--max-concurrent-downloads", "--lifo", "--naming", "--header",
+        "--user-agent", "--retries", "--tries", "--timeout", "--lowest-speed-limit", "--limit-rate",
+        "--max-overall-limit", "--max-overall-download-limit", "--max-connection-per-server", "--split", "--wait",
+        "--md5", "--checksum", "--checksum-file", "--checksum-optional", "--no-md5", "--quiet", "--list",
+    ]
+
+    /// The accepted flag closest to a mistyped one (`--limt-rate` → `--limit-rate`), if one is close enough: at most
+    /// two edits, or three for a long flag.
+    static func suggestion(for flag: String) -> String? {
+        guard flag.hasPrefix("--") else { return nil }
+        let limit = flag.count > 12 ? 3 : 2
+        let scored = longFlags.map { ($0, editDistance(flag, $0)) }.filter { $0.1 <= limit }
+        return scored.min { $0.1 < $1.1 }?.0
+    }
+
+    /// The Levenshtein distance between two strings (insertions, deletions and substitutions).
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a)
+        let b = Array(b)
+        var previous = Array(0...b.count)
+        for i in 1...max(1, a.count) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let substitution = previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, substitution)
+            }
+            previous = current
+        }
+        return a.isEmpty ? b.count : previous[b.count]
+    }
+
     /// Flags that are switches: `--lifo=yes` is a mistake, not a value.
     static func flagTakesNoValue(_ flag: String) -> Bool {
         [

@@ -19,11 +19,13 @@ struct Arguments {
         var mirrors: [URL] = []
     }
 
-    var directory = "downloads"
+    var directory = "."
     /// Whether `--dir`/`-P` was given (with `-O`, the state otherwise lives in the output's folder).
     var directoryGiven = false
     /// `-O`: the one URL's exact file.
     var output: String?
+    /// `-o`: the one URL's file name inside DIR.
+    var outputName: String?
     var inputFile: InputFile?
     var maximumActive = 4
     var lifo = false
@@ -90,25 +92,31 @@ struct Arguments {
                 let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
                 flag = String(parts[0])
                 inline = parts.count == 2 ? String(parts[1]) : nil
-            } else if argument.count > 2, ["-P", "-O", "-i", "-x", "-s"].contains(String(argument.prefix(2))) {
-                flag = String(argument.prefix(2))  // wget's -Pdir, -Ofile, aria2's -x4
+            } else if argument.count > 2, Self.shortFlagsWithValues.contains(String(argument.prefix(2))) {
+                flag = String(argument.prefix(2))  // wget's -Pdir, -Ofile, aria2's -x4, -j8, -ddir
                 inline = String(argument.dropFirst(2))
             }
             switch flag {
             case "--":
                 optionsEnded = true
-            case "--dir", "-P", "--directory-prefix":
+            case "--dir", "-P", "--directory-prefix", "-d":
                 result.directory = try value(for: flag, inline: inline)
                 result.directoryGiven = true
             case "--output", "-O", "--output-document":
                 let path = try value(for: flag, inline: inline)
-                guard path != "-" else { throw UsageError(message: "\(flag) -: dl writes files, not stdout") }
-                result.output = path
+                result.output = path  // "-": the verified stream to stdout
+            case "--out", "-o":
+                let name = try value(for: flag, inline: inline)
+                let components = name.split(separator: "/")
+                guard !name.hasPrefix("/"), !components.contains(".."), !components.isEmpty else {
+                    throw UsageError(message: "\(flag) is a file name inside the folder (-O takes a path)")
+                }
+                result.outputName = name
             case "--input-file", "-i":
                 result.inputFile = try InputFile(parsing: readText(try value(for: flag, inline: inline), for: flag))
             case "--continue", "-c":
                 break  // resuming is always on
-            case "--max-active":
+            case "--max-active", "-j", "--max-concurrent-downloads":
                 result.maximumActive = try integer(value(for: flag, inline: inline), for: flag, minimum: 1)
             case "--lifo":
                 result.lifo = true
@@ -132,13 +140,17 @@ struct Arguments {
                     parsing: readText(try value(for: flag, inline: inline), for: flag))
             case "--checksum-optional":
                 result.checksumOptional = true
-            case "--header":
+            case "--header", "-H":
                 let (name, headerValue) = try header(value(for: flag, inline: inline), context: "--header")
                 result.headers[name] = headerValue
             case "--user-agent", "-U":
                 result.userAgent = try value(for: flag, inline: inline)
-            case "--retries", "--tries":
+            case "--retries":
                 result.retries = try integer(value(for: flag, inline: inline), for: flag, minimum: 0)
+            case "--tries", "-t":
+                // wget counts attempts, and 0 means no limit.
+                let tries = try integer(value(for: flag, inline: inline), for: flag, minimum: 0)
+                result.retries = tries == 0 ? Int.max : tries - 1
             case "--timeout", "-T":
                 let text = try value(for: flag, inline: inline)
                 guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
@@ -152,8 +164,18 @@ struct Arguments {
             case "--max-overall-limit", "--max-overall-download-limit":
                 result.overallLimit = try rate(value(for: flag, inline: inline), for: flag)
             case "--max-connection-per-server", "-x", "--split", "-s":
-                let text = try value(for: flag, inline: inline)
+                let text: String
+                do {
+                    text = try value(for: flag, inline: inline)
+                } catch  where flag == "-s" {
+                    throw UsageError(message: "-s is aria2c's --split (a number of connections); for quiet use -q")
+                }
                 guard let count = Int(text), (1...16).contains(count) else {
+                    if flag == "-s" && Int(text) == nil {
+                        throw UsageError(
+                            message: "-s is aria2c's --split and needs a number of connections, not \"\(text)\"; "
+                                + "for quiet use -q")
+                    }
                     throw UsageError(message: "\(flag) needs a whole number from 1 to 16, not \"\(text)\"")
                 }
                 result.connections = count
@@ -174,7 +196,8 @@ struct Arguments {
             case "--version", "-V":
                 result.showVersion = true
             default:
-                throw UsageError(message: "unknown option \(flag) (dl --help lists them)")
+                let suggestion = Self.suggestion(for: flag).map { "did you mean \($0)? " } ?? ""
+                throw UsageError(message: "unknown option \(flag) (\(suggestion)dl --help lists them)")
             }
             if inline != nil && flagTakesNoValue(flag) {
                 throw UsageError(message: "\(flag) takes no value")
@@ -234,10 +257,18 @@ struct Arguments {
         if checksum != nil && requests.count != 1 {
             throw UsageError(message: "--checksum and --md5 apply to a single URL, but \(requests.count) were given")
         }
+        if let outputName {
+            guard output == nil else { throw UsageError(message: "-o and -O: give one") }
+            guard requests.count == 1 else {
+                throw UsageError(message: "-o/--out applies to a single URL, but \(requests.count) were given")
+            }
+            requests[0].destination = (nil, outputName)
+        }
         if let output {
             guard requests.count == 1 else {
                 throw UsageError(message: "-O/--output applies to a single URL, but \(requests.count) were given")
             }
+            if output == "-" { return }  // stdout: no file, no state (see `StreamOutput`)
             let file = URL(fileURLWithPath: output)
             requests[0].destination = (file.deletingLastPathComponent().path, file.lastPathComponent)
         }

@@ -95,8 +95,10 @@ final class ProgressRenderer: @unchecked Sendable {
                     completedFiles += 1
                     completedBytes += receipt.totalBytesWritten
                     // What was checked, per file: a checksum compared, one computed only, or the length only.
-                    let checked = receipt.verification?.description ?? "verified"
-                    message("dl: \(receipt.filename): done, \(Screen.bytes(receipt.totalBytesWritten)), \(checked)")
+                    message(
+                        Screen.doneLine(
+                            name: receipt.filename, bytes: receipt.totalBytesWritten,
+                            verification: receipt.verification, width: mode == .terminal ? width() : nil))
                 }
             }
             redraw(force: true)

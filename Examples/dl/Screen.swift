@@ -16,13 +16,18 @@ enum Screen {
         return ProcessInfo.processInfo.environment["COLUMNS"].flatMap { Int($0) } ?? 80
     }
 
-    /// How many columns names get on a terminal `width` wide.
+    /// How many columns names get on a terminal `width` wide: a quarter of it, from 8 to 28.
     static func nameWidth(for width: Int) -> Int {
-        min(28, max(8, (width - 1) / 3))
+        min(28, max(8, (width - 1) / 4))
     }
 
+    /// The narrowest bar drawn (brackets and the space after them aside).
+    static let minimumBar = 10
+
     /// One progress line that fits `width` columns with one to spare (a full last column makes terminals wrap):
-    /// the name, a bar when there is room, then percentage, bytes, speed and ETA.
+    /// the name, a bar, then percentage, bytes, speed and ETA. On a narrower terminal the bytes give way before the
+    /// bar does — the total first, then the bytes so far — so from 50 columns up every line has a bar, the
+    /// percentage, the speed and the ETA.
     /// - Parameters:
     ///   - name: the display name, already at most `nameWidth(for: width)` long.
     ///   - receipt: the download's progress.
@@ -30,11 +35,12 @@ enum Screen {
     static func line(name: String, receipt: DownloadReceipt, width: Int) -> String {
         let usable = max(1, width - 1)
         let nameColumns = nameWidth(for: width)
-        var status = summary(receipt)
-        if nameColumns + 1 + status.count > usable { status = summary(receipt, compact: true) }
+        let statuses = [summary(receipt), summary(receipt, compact: true), summary(receipt, minimal: true)]
+        let fitting = statuses.first { nameColumns + 1 + minimumBar + 3 + $0.count <= usable }
+        let status = fitting ?? statuses[2]
         let room = usable - nameColumns - 1 - status.count
         var text = name.padding(toLength: nameColumns, withPad: " ", startingAt: 0) + " "
-        if room >= 12 {
+        if room >= minimumBar + 3 {
             let barWidth = min(30, room - 3)
             let filled = min(barWidth, Int(receipt.fractionCompleted * Double(barWidth)))
             text +=
@@ -42,6 +48,41 @@ enum Screen {
         }
         text += status
         return text.count > usable ? String(text.prefix(usable)) : text
+    }
+
+    /// The line that says a file is done — its name, its size and what was verified — in at most `width - 1`
+    /// columns: a long digest is shown by its ends (`sha-256=4f3b2a1c…e4f3a`), then the name is shortened. Without a
+    /// width (not a terminal) everything is shown in full.
+    static func doneLine(name: String, bytes count: Int64, verification: Verification?, width: Int?) -> String {
+        let full = "dl: \(name): done, \(bytes(count)), \(verification?.description ?? "verified")"
+        guard let width, full.count > width - 1 else { return full }
+        // Shorter and shorter ways to say what was checked, until the line fits with a name of 8 or more.
+        var forms: [String]
+        switch verification {
+        case .checksum(let checksum):
+            let algorithm = checksum.algorithm.fieldName
+            forms = [
+                "verified \(algorithm)=\(abbreviated(checksum))", "\(algorithm)=\(checksum.hexString.prefix(8))… ok",
+            ]
+        case .computed(let checksum):
+            let algorithm = checksum.algorithm.fieldName
+            forms = [
+                "\(algorithm)=\(abbreviated(checksum)) (computed)", "\(algorithm)=\(checksum.hexString.prefix(8))…",
+            ]
+        case .lengthOnly: forms = ["length only"]
+        case .unverified: forms = ["not verified"]
+        case nil: forms = ["verified"]
+        }
+        let rests = forms.map { ": done, \(bytes(count)), \($0)" }
+        let rest = rests.first { "dl: ".count + 8 + $0.count <= width - 1 } ?? rests[rests.count - 1]
+        let line = "dl: " + shorten(name, to: max(8, width - 1 - "dl: ".count - rest.count)) + rest
+        return line.count > width - 1 ? String(line.prefix(max(1, width - 1))) : line
+    }
+
+    /// A digest by its first 8 and last 5 hex digits.
+    static func abbreviated(_ checksum: Checksum) -> String {
+        let hex = checksum.hexString
+        return String(hex.prefix(8)) + "…" + String(hex.suffix(5))
     }
 
     /// Names shortened to `limit` characters, keeping both ends (`very-long…-2.tar.gz`), and made distinct: two
@@ -67,10 +108,13 @@ enum Screen {
         return String(name.prefix(limit - 1 - tail)) + "…" + String(name.suffix(tail))
     }
 
-    /// Percentage, bytes, speed and ETA; `compact` leaves out the total (the percentage tells it).
-    static func summary(_ receipt: DownloadReceipt, compact: Bool = false) -> String {
+    /// Percentage, bytes, speed and ETA; `compact` leaves out the total (the percentage tells it), `minimal` the bytes
+    /// too when the total is known.
+    static func summary(_ receipt: DownloadReceipt, compact: Bool = false, minimal: Bool = false) -> String {
         var text: String
-        if compact, receipt.totalBytesExpectedToWrite != nil {
+        if minimal, receipt.totalBytesExpectedToWrite != nil {
+            text = String(format: "%3.0f%%", receipt.fractionCompleted * 100)
+        } else if compact, receipt.totalBytesExpectedToWrite != nil {
             text = String(format: "%3.0f%% %@", receipt.fractionCompleted * 100, bytes(receipt.totalBytesWritten))
         } else if let total = receipt.totalBytesExpectedToWrite {
             text = String(

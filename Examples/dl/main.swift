@@ -18,6 +18,40 @@ struct Outcome: Sendable {
     let reason: String?
 }
 
+/// `dl --list`: what DIR's state records, read without the lock (a download another `dl` runs shows as
+/// downloading) and without changing anything.
+/// - Returns: 0.
+func list(_ state: URL, directory: URL) -> Int32 {
+    let (downloads, _) = DownloadManager.savedDownloads(in: state)
+    var listing = ""
+    for download in downloads {
+        let total = download.totalBytes.map(String.init) ?? "?"
+        listing += "\(download.state.rawValue)\t\(download.bytesOnDisk)/\(total)\t"
+        listing += "\(Screen.safe(download.name))\t\(Screen.safe(download.url.redactedAbsoluteString))\n"
+    }
+    Console.output(listing)
+    if !downloads.contains(where: { $0.state != .completed }) {
+        Console.error(Screen.safe("dl: nothing unfinished in \(directory.path)") + "\n")
+    }
+    return 0
+}
+
+/// What the command line and the input file ask of one URL.
+func downloadOptions(_ request: Arguments.Request, _ arguments: Arguments, in directory: URL) -> DownloadOptions {
+    var headers = arguments.headers
+    headers["User-Agent"] = headers["User-Agent"] ?? arguments.userAgent
+    headers.merge(request.headers) { _, own in own }
+    let destination = request.destination.map { place in
+        URL(fileURLWithPath: place.folder ?? directory.path, isDirectory: true)
+            .appendingPathComponent(place.name).standardizedFileURL
+    }
+    return DownloadOptions(
+        headers: headers,
+        checksum: request.checksum ?? arguments.checksum ?? arguments.checksumFile?.checksum(for: request.url),
+        naming: arguments.naming, computesMD5: arguments.computesMD5, destination: destination,
+        maximumBytesPerSecond: arguments.limitRate, connections: arguments.connections, mirrors: request.mirrors)
+}
+
 /// Runs `dl` with parsed arguments.
 /// - Returns: the exit status (0 all verified, 1 any failed).
 func runDownloads(_ arguments: Arguments) async -> Int32 {
@@ -38,8 +72,18 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.lowestSpeedLimit = arguments.lowestSpeedLimit
     configuration.maximumBytesPerSecond = arguments.overallLimit
 
-    if arguments.list && !FileManager.default.fileExists(atPath: state.path) {
-        return 0  // nothing is known here, and listing creates nothing
+    if arguments.output == "-" {
+        return await StreamOutput.run(
+            arguments, options: downloadOptions(arguments.requests[0], arguments, in: directory)
+        ) { streaming in
+            streaming.retryLimit = configuration.retryLimit
+            streaming.stallTimeout = configuration.stallTimeout
+            streaming.lowestSpeedLimit = configuration.lowestSpeedLimit
+            streaming.maximumBytesPerSecond = configuration.maximumBytesPerSecond
+        }
+    }
+    if arguments.list {
+        return list(state, directory: directory)
     }
     let manager: DownloadManager
     do {
@@ -63,19 +107,6 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         Console.error(Screen.safe("dl: warning: \(recovery.reason)") + "\n")
     }
 
-    if arguments.list {
-        var listing = ""
-        for receipt in await manager.allReceipts {
-            let total = receipt.totalBytesExpectedToWrite.map(String.init) ?? "?"
-            let url = receipt.url.redactedAbsoluteString
-            listing += "\(receipt.state.rawValue)\t\(receipt.totalBytesWritten)/\(total)\t"
-            listing += "\(Screen.safe(receipt.filename))\t\(Screen.safe(url))\n"
-        }
-        Console.output(listing)
-        await manager.shutdown()
-        return 0
-    }
-
     let renderer = ProgressRenderer(
         mode: arguments.quiet ? .quiet : (isatty(STDERR_FILENO) == 1 ? .terminal : .plain))
     // Ctrl-C, SIGTERM and SIGHUP: suspend everything, save the state, then exit 130 / 143 / 129. A second signal exits
@@ -91,18 +122,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
 
     var options: [URL: DownloadOptions] = [:]
     for request in arguments.requests {
-        var headers = arguments.headers
-        headers["User-Agent"] = headers["User-Agent"] ?? arguments.userAgent
-        headers.merge(request.headers) { _, own in own }
-        let destination = request.destination.map { place in
-            URL(fileURLWithPath: place.folder ?? directory.path, isDirectory: true)
-                .appendingPathComponent(place.name).standardizedFileURL
-        }
-        options[request.url] = DownloadOptions(
-            headers: headers,
-            checksum: request.checksum ?? arguments.checksum ?? arguments.checksumFile?.checksum(for: request.url),
-            naming: arguments.naming, computesMD5: arguments.computesMD5, destination: destination,
-            maximumBytesPerSecond: arguments.limitRate, connections: arguments.connections, mirrors: request.mirrors)
+        options[request.url] = downloadOptions(request, arguments, in: directory)
     }
     for url in arguments.urls { await manager.enqueue(url, options: options[url]!) }  // in command-line order
     let plan = options

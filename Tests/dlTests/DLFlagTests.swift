@@ -152,7 +152,8 @@ final class DLFlagTests: Sendable {
         "Empty, missing and bad values are usage errors (exit 2)",
         arguments: [
             ["--dir=", "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"], ["--dir", "", "http://127.0.0.1:1/a"],
-            ["-O"], ["-O", "f", "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"], ["-O", "-", "http://127.0.0.1:1/a"],
+            ["-O"], ["-O", "f", "http://127.0.0.1:1/a", "http://127.0.0.1:1/b"],
+            ["-O", "-", "-o", "x", "http://127.0.0.1:1/a"],
             ["--limit-rate", "0", "http://127.0.0.1:1/a"], ["--limit-rate", "fast", "http://127.0.0.1:1/a"],
             ["--max-overall-limit", "", "http://127.0.0.1:1/a"], ["--timeout", "-1", "http://127.0.0.1:1/a"],
             ["--lowest-speed-limit", "1x", "http://127.0.0.1:1/a"], ["--lifo=yes", "http://127.0.0.1:1/a"],

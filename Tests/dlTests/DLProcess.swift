@@ -14,6 +14,8 @@ final class DLProcess: @unchecked Sendable {
         let status: Int32
         let stdout: String
         let stderr: String
+        /// stdout as bytes (`dl -O -` writes a file's bytes there).
+        var stdoutData = Data()
 
         var lines: [String] { stdout.split(separator: "\n").map(String.init) }
     }
@@ -135,7 +137,8 @@ final class DLProcess: @unchecked Sendable {
         let status =
             process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
         return Outcome(
-            status: status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
+            status: status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
+            stdoutData: out)
     }
 
     /// Runs `dl` to the end.

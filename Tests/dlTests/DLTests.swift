@@ -45,13 +45,13 @@ final class DLTests: Sendable {
         #expect(outcome.stderr.contains("dl: 2 files, 293.9 KiB in "), "\(outcome.stderr)")
     }
 
-    @Test("The default directory is ./downloads and --naming md5 names files by the URL's MD5")
+    @Test("The default directory is the current one and --naming md5 names files by the URL's MD5")
     func defaults() async throws {
         let url = server.url("/bytes/x.bin?size=100")
         let outcome = try await DLProcess.run(["--naming", "md5", "--quiet", url.absoluteString], in: work)
         #expect(outcome.status == 0)
         let key = MD5.hash(data: Array(url.absoluteString.utf8)).hexString
-        #expect(outcome.lines == [work.appendingPathComponent("downloads/\(key).bin").standardizedFileURL.path])
+        #expect(outcome.lines == [work.appendingPathComponent("\(key).bin").standardizedFileURL.path])
         #expect(outcome.stderr.isEmpty)
     }
 

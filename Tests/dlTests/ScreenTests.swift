@@ -5,7 +5,7 @@ import Testing
 
 @testable import dl
 
-/// Golden tests of `dl`'s progress area: what a terminal 60 and 120 columns wide shows.
+/// Golden tests of `dl`'s progress area: what a terminal 60, 80 and 120 columns wide shows.
 @Suite("dl screen")
 struct ScreenTests {
     static let longA = "ubuntu-24.04.1-desktop-amd64-part-1.iso"
@@ -58,7 +58,7 @@ struct ScreenTests {
         return (renderer, capture)
     }
 
-    @Test("Every line fits the terminal, at 60 and at 120 columns", arguments: [60, 120, 40])
+    @Test("Every line fits the terminal, at 40, 60, 80 and 120 columns", arguments: [60, 80, 120, 40])
     func fits(width: Int) {
         let (_, capture) = render(width: width)
         #expect(!capture.visibleLines.isEmpty)
@@ -67,20 +67,43 @@ struct ScreenTests {
         }
     }
 
-    @Test("Golden lines at 60 and 120 columns")
+    @Test("Golden lines at 60, 80 and 120 columns: name, bar, percentage, speed and ETA on every line")
     func golden() {
         let receipt = Self.receipt(Self.longA, written: 350 << 20, total: 700 << 20, speed: 12_582_912, eta: 28)
-        let names60 = Screen.uniqueNames([Self.longA, Self.longB], limit: Screen.nameWidth(for: 60))
-        #expect(names60 == ["ubuntu-24…art-1.iso", "ubuntu-24…art-2.iso"])
-        // 60 columns: no room for a bar; the total is left out (the percentage tells it).
+        func line(_ width: Int) -> String {
+            let names = Screen.uniqueNames([Self.longA, Self.longB], limit: Screen.nameWidth(for: width))
+            return Screen.line(name: names[0], receipt: receipt, width: width)
+        }
+        // 60 columns: the bytes give way to the bar.
+        #expect(line(60) == "ubuntu-…-1.iso [#######--------]  50%  12.0 MiB/s  ETA 0:28")
+        // 80 columns: the total gives way.
+        #expect(line(80) == "ubuntu-24…art-1.iso [##########----------]  50% 350.0 MiB  12.0 MiB/s  ETA 0:28")
         #expect(
-            Screen.line(name: names60[0], receipt: receipt, width: 60)
-                == "ubuntu-24…art-1.iso  50% 350.0 MiB  12.0 MiB/s  ETA 0:28")
-        let names120 = Screen.uniqueNames([Self.longA, Self.longB], limit: Screen.nameWidth(for: 120))
-        #expect(
-            Screen.line(name: names120[0], receipt: receipt, width: 120)
-                == "ubuntu-24.04.1…64-part-1.iso [###############---------------]  50% 350.0 MiB / 700.0 MiB"
+            line(120) == "ubuntu-24.04.1…64-part-1.iso [###############---------------]  50% 350.0 MiB / 700.0 MiB"
                 + "  12.0 MiB/s  ETA 0:28")
+        for width in [60, 80, 120] {
+            #expect(line(width).contains("[") && line(width).contains("ETA 0:28") && line(width).count <= width - 1)
+        }
+    }
+
+    @Test("The done line fits 60, 80 and 120 columns; not on a terminal it is whole")
+    func doneLines() {
+        let sha = Checksum(algorithm: .sha256, hexString: String(repeating: "4f3b2a1c", count: 8))!
+        let md5 = Checksum(md5: "63bebe984ec14dce3091d23d6da78ec4")!
+        func done(_ verification: Verification, _ width: Int?) -> String {
+            Screen.doneLine(name: Self.longA, bytes: 700 << 20, verification: verification, width: width)
+        }
+        #expect(done(.computed(md5), 60) == "dl: ubuntu-24.0…-part-1.iso: done, 700.0 MiB, md5=63bebe98…")
+        #expect(
+            done(.checksum(sha), 80)
+                == "dl: ubuntu-24.04…4-part-1.iso: done, 700.0 MiB, verified sha-256=4f3b2a1c…b2a1c")
+        #expect(
+            done(.computed(md5), 120)
+                == "dl: ubuntu-24.04.1-desktop-amd64-part-1.iso: done, 700.0 MiB, md5=63bebe98…78ec4 (computed)")
+        #expect(done(.checksum(sha), nil) == "dl: \(Self.longA): done, 700.0 MiB, verified \(sha)", "whole in a log")
+        for width in [60, 80, 120] {
+            #expect(done(.checksum(sha), width).count <= width - 1 && done(.computed(md5), width).count <= width - 1)
+        }
     }
 
     @Test("Names that shorten to the same text stay distinct")

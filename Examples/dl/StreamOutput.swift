@@ -1,0 +1,136 @@
+import Downloader
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// `dl -O - URL`: the one file's bytes on stdout as they reach the disk, for `dl -O - URL | tar x`.
+///
+/// The library downloads into a scratch folder (nothing is resumed and nothing stays behind) on one connection, so
+/// that the file grows from its start; this follows the partial file and copies each new byte to stdout. The digest is
+/// checked when the last byte is in: a mismatch — or a resource that changed mid-way, which would start the file over
+/// — exits 1 with a message that the bytes already written are not the verified file.
+enum StreamOutput {
+    /// Runs the download. - Returns: the exit status (0 verified, 1 failed).
+    static func run(
+        _ arguments: Arguments, options: DownloadOptions,
+        configure: (inout DownloadManager.Configuration) -> Void
+    ) async -> Int32 {
+        let url = arguments.urls[0]
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("dl-stream-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        var configuration = DownloadManager.Configuration(directory: scratch)
+        configure(&configuration)
+        configuration.removesStateWhenFinished = true
+        let manager: DownloadManager
+        do {
+            manager = try DownloadManager(configuration: configuration)
+        } catch {
+            Console.error(Screen.safe("dl: \(scratch.path): \(error.localizedDescription)") + "\n")
+            return 1
+        }
+        var options = options
+        options.connections = 1  // the file must grow from its start
+        options.destination = nil
+        let follower = Follower()
+        let events = await manager.events(for: url)
+        let download = Task { try await manager.download(url, options: options) }
+        var failure: String?
+        for await event in events {
+            if let receipt = event.receipt, receipt.state == .downloading || receipt.state == .completed {
+                if let problem = follower.copy(from: receipt.fileURL) {
+                    failure = problem
+                    break
+                }
+            }
+        }
+        if let failure {
+            await manager.remove(url)
+            download.cancel()
+            await manager.shutdown()
+            return fail(url, failure, written: follower.written)
+        }
+        do {
+            let receipt = try await download.value
+            // The verified file is the partial file moved into place: the open descriptor reads it to its end.
+            if let problem = follower.copy(from: receipt.fileURL) ?? follower.finish(length: receipt.totalBytesWritten)
+            {
+                await manager.shutdown()
+                return fail(url, problem, written: follower.written)
+            }
+            await manager.shutdown()
+            if !arguments.quiet {
+                let verification = receipt.verification.map { "\($0)" } ?? "unverified"
+                let line = "dl: \(url.redactedAbsoluteString): \(follower.written) bytes to stdout, \(verification)"
+                Console.error(Screen.safe(line) + "\n")
+            }
+            return 0
+        } catch {
+            await manager.shutdown()
+            let reason = (error as? DownloadError)?.reason ?? error.localizedDescription
+            return fail(url, reason, written: follower.written)
+        }
+    }
+
+    private static func fail(_ url: URL, _ reason: String, written: Int64) -> Int32 {
+        var message = "dl: \(url.redactedAbsoluteString): \(reason)"
+        if written > 0 {
+            message += "; \(written) bytes were already written to stdout and are not a verified file: discard them"
+        }
+        Console.error(Screen.safe(message) + "\n")
+        return 1
+    }
+
+    /// Copies a growing file to stdout from where it left off.
+    final class Follower: @unchecked Sendable {
+        private var descriptor: Int32 = -1
+        /// Bytes written to stdout so far.
+        private(set) var written: Int64 = 0
+        private var buffer = [UInt8](repeating: 0, count: 1 << 20)
+
+        deinit {
+            if descriptor >= 0 { close(descriptor) }
+        }
+
+        /// Copies what the file has beyond what was copied.
+        /// - Returns: why the stream cannot go on (the file started over, stdout closed), or `nil`.
+        func copy(from file: URL) -> String? {
+            if descriptor < 0 {
+                descriptor = open(file.path, O_RDONLY | O_NOFOLLOW)
+                if descriptor < 0 { return nil }  // not there yet: the first bytes have not arrived
+            }
+            var status = stat()
+            if fstat(descriptor, &status) == 0 && Int64(status.st_size) < written {
+                return "the resource changed while it was streamed (the download started over)"
+            }
+            while true {
+                let count = pread(descriptor, &buffer, buffer.count, off_t(written))
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return nil }
+                guard Self.writeAll(buffer, count: count) else { return "stdout was closed" }
+                written += Int64(count)
+            }
+        }
+
+        /// Checks that everything verified was copied.
+        func finish(length: Int64) -> String? {
+            written == length ? nil : "stdout got \(written) of the file's \(length) bytes"
+        }
+
+        private static func writeAll(_ bytes: [UInt8], count: Int) -> Bool {
+            bytes.withUnsafeBytes { raw -> Bool in
+                var offset = 0
+                while offset < count {
+                    let result = write(STDOUT_FILENO, raw.baseAddress! + offset, count - offset)
+                    if result < 0 && errno == EINTR { continue }
+                    guard result > 0 else { return false }
+                    offset += result
+                }
+                return true
+            }
+        }
+    }
+}

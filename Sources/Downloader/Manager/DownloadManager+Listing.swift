@@ -1,0 +1,104 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// What a state folder records, read without a manager: without the lock, and without changing a byte (`dl --list`
+/// while another `dl` runs on the folder).
+extension DownloadManager {
+    /// One download as its state folder records it.
+    package struct SavedDownload: Sendable, Equatable {
+        package let url: URL
+        /// The saved state; a download saved as queued or downloading whose folder no manager holds any more (its
+        /// process was killed) is `.suspended`, as the next manager will find it.
+        package let state: DownloadState
+        /// The file's name: where it went, else the name it will get (the server's or the URL's).
+        package let name: String
+        /// The bytes on disk: the partial file's length, or the completed file's.
+        package let bytesOnDisk: Int64
+        package let totalBytes: Int64?
+    }
+
+    /// Reads the downloads a state folder records, in the order they were first requested.
+    /// - Parameter stateDirectory: the state folder (`Configuration.stateDirectory`, `dl`'s `DIR/.dl`).
+    /// - Returns: the downloads (none when there is no journal), and whether a manager holds the folder now.
+    package static func savedDownloads(in stateDirectory: URL) -> (downloads: [SavedDownload], inUse: Bool) {
+        let inUse = isLocked(stateDirectory.appendingPathComponent("lock"))
+        guard let data = readWithoutFollowing(stateDirectory.appendingPathComponent(ReceiptJournal.name)) else {
+            return ([], inUse)
+        }
+        var order: [String] = []
+        var latest: [String: Substring] = [:]
+        // Whole lines only: a last line without its newline was torn by a crash (the manager drops it too).
+        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
+        for line in lines.dropLast() {
+            guard let tab = line.firstIndex(of: "\t") else { continue }
+            let key = String(line[..<tab])
+            if latest[key] == nil { order.append(key) }
+            latest[key] = line[line.index(after: tab)...]
+        }
+        let decoder = JSONDecoder()
+        var downloads: [SavedDownload] = []
+        for key in order {
+            guard let json = latest[key],
+                case .put(let entry)? = try? decoder.decode(JournalLine.self, from: Data(json.utf8))
+            else { continue }
+            var state = entry.state
+            if !inUse && (state == .queued || state == .downloading) { state = .suspended }
+            let name =
+                entry.options.destination?.lastPathComponent ?? entry.filename
+                ?? DownloadDirectory.finalName(
+                    naming: entry.options.naming, url: entry.url, suggested: entry.suggestedFilename)
+            let partial = stateDirectory.appendingPathComponent("partial/\(key).part")
+            let onDisk =
+                state == .completed
+                ? (entry.totalBytesExpected ?? 0) : (FileManager.default.sizeOfItem(at: partial) ?? 0)
+            downloads.append(
+                SavedDownload(
+                    url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)
+            )
+        }
+        return (downloads, inUse)
+    }
+
+    /// A file's bytes, never through a symbolic link; `nil` when it cannot be read.
+    private static func readWithoutFollowing(_ file: URL) -> Data? {
+        let fd = open(file.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        while true {
+            let count = read(fd, &buffer, buffer.count)
+            if count < 0 && errno == EINTR { continue }
+            guard count > 0 else { return data }
+            data.append(contentsOf: buffer[0..<count])
+        }
+    }
+
+    /// Whether a process holds an advisory lock on the file, seen without taking it: on Linux `/proc/locks` lists
+    /// every `flock` with its inode; elsewhere the answer is `true` whenever the lock file exists (a download saved as
+    /// running is then shown as running).
+    private static func isLocked(_ lockFile: URL) -> Bool {
+        var status = stat()
+        guard lstat(lockFile.path, &status) == 0 else { return false }
+        #if os(Linux)
+            // Read to its end by read(2): a /proc file reports no size, and Foundation may stop at the first page.
+            guard let data = readWithoutFollowing(URL(fileURLWithPath: "/proc/locks")) else { return true }
+            let locks = String(decoding: data, as: UTF8.self)
+            let inode = String(status.st_ino)
+            return locks.split(separator: "\n").contains { line in
+                let fields = line.split(separator: " ")
+                return fields.contains("FLOCK")
+                    && fields.contains { $0.split(separator: ":").last.map(String.init) == inode }
+            }
+        #else
+            return true
+        #endif
+    }
+}
