@@ -42,18 +42,23 @@ final class DLHabitTests: Sendable {
         #expect(entries(work) == ["here.bin"], "no ./downloads, no .dl left")
     }
 
-    @Test("-d and -dDIR are --dir; -o NAME names the one file inside it; -j is --max-active; -H is --header")
+    @Test("-d and -dDIR are --dir; -o NAME names the one file inside it; -j, -H, -U, -T are --max-active, --header, …")
     func shortFlags() async throws {
         let a = server.url("/bytes/da?size=1000")
         let b = server.url("/bytes/db?size=1000")
         let first = try await DLProcess.run(
             ["-d", "d1", "-o", "named.bin", "-H", "X-Team: blue", a.absoluteString], in: work)
-        let second = try await DLProcess.run(["-dd2", "-j1", "-H", "X-Team: red", b.absoluteString], in: work)
+        let second = try await DLProcess.run(
+            ["-dd2", "-j1", "-H", "X-Team: red", "-U", "agent/2", "-T", "20", b.absoluteString], in: work)
         #expect(first.status == 0 && second.status == 0, "\(first.stderr)\(second.stderr)")
         #expect(first.lines == [work.appendingPathComponent("d1/named.bin").standardizedFileURL.path])
         #expect(second.lines == [work.appendingPathComponent("d2/db").standardizedFileURL.path])
         let teams = server.requests.map { "\($0.path) \($0.value(forHeader: "X-Team") ?? "-")" }
         #expect(teams.contains("/bytes/da blue") && teams.contains("/bytes/db red"), "\(teams)")
+        #expect(
+            server.requests.filter { $0.path == "/bytes/db" }.allSatisfy {
+                $0.value(forHeader: "User-Agent") == "agent/2"
+            })
         let two = try await DLProcess.run(["-o", "x", a.absoluteString, b.absoluteString], in: work)
         #expect(two.status == 2 && two.stderr.contains("single URL"))
         let outside = try await DLProcess.run(["-o", "../x", a.absoluteString], in: work)
