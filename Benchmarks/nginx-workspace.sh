@@ -10,7 +10,9 @@ median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print a[i
 
 # Creates WORK (/tmp/downloader-NAME.XXXXXX) with docs/ and logs/ that nginx's worker may read and write.
 make_workspace() {
-    command -v nginx > /dev/null || apt-get install -y -q nginx-light > /dev/null
+    # nginx-light where the distribution still has it, else nginx (Debian 12's package lists may need an update).
+    command -v nginx > /dev/null || apt-get install -y -q nginx-light > /dev/null 2>&1 \
+        || { apt-get update -q > /dev/null && apt-get install -y -q nginx > /dev/null; }
     WORK=$(mktemp -d "/tmp/downloader-$1.XXXXXX")
     chmod 755 "$WORK"
     mkdir -p "$WORK/docs" "$WORK/logs"
