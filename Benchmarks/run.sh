@@ -502,6 +502,8 @@ if kill:
       f"{int(killed_at):,} bytes on disk; final MD5 {ok}.\n")
     p(f"- bytes served ≤ 1.01 × file size: {ratio:.3f} × — {verdict(ratio <= 1.01 and ok == 'ok')}.")
 PY
+# Sections measured by other scripts (ab.sh, wan.sh, by hand), kept as written, then the notes.
+[[ -f "$HERE/measured.md" ]] && { echo; cat "$HERE/measured.md"; } >> "$WORK/report.md"
 [[ -f "$HERE/notes.md" ]] && { echo; cat "$HERE/notes.md"; } >> "$WORK/report.md"
 cat "$WORK/report.md"
 if [[ -z "${NO_WRITE:-}" ]]; then
