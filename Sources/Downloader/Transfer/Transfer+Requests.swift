@@ -25,6 +25,11 @@ extension Transfer {
         }
     }
 
+    /// What the user is told when a failed request sends the download on to a mirror.
+    static func switchingMessage(after error: DownloadError, to mirror: URL) -> String {
+        "\(error.localizedDescription); going on from mirror \(mirror.redactedAbsoluteString)"
+    }
+
     /// A GET for the URL with the user's headers and `Accept-Encoding: identity` (a compressed body would break
     /// byte offsets).
     func makeRequest(to target: URL? = nil) -> URLRequest {

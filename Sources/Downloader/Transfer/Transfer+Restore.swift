@@ -58,6 +58,23 @@ extension Transfer {
         }
     }
 
+    /// Probes the URL, and its mirrors in turn when it fails (see `DownloadOptions.mirrors`).
+    /// - Returns: the first answer, and which source gave it (0: the URL).
+    /// - Throws: the last source's error, or `.cancelled`.
+    func probeSources() async throws(DownloadError) -> (Probe?, source: Int) {
+        let mirrors = self.mirrors
+        var source = 0
+        while true {
+            do {
+                return (try await probe(source == 0 ? nil : mirrors[source - 1]), source)
+            } catch {
+                guard source < mirrors.count, error != .cancelled else { throw error }
+                source += 1
+                warn(Self.switchingMessage(after: error, to: mirrors[source - 1]))
+            }
+        }
+    }
+
     /// Picks up the partial file before the job's first command.
     ///
     /// The rules, so that a file reported verified is always the bytes on disk:
@@ -72,23 +89,6 @@ extension Transfer {
     ///   state counts are (the file is cut back to them). Listed segments were synced before their state was saved
     ///   and are kept.
     /// - Returns: the network side's starting position.
-    /// Probes the URL, and its mirrors in turn when it fails (see `DownloadOptions.mirrors`).
-    /// - Returns: the first answer, and which source gave it (0: the URL).
-    /// - Throws: the last source's error, or `.cancelled`.
-    func probeSources() async throws(DownloadError) -> (Probe?, source: Int) {
-        var source = 0
-        while true {
-            do {
-                return (try await probe(source == 0 ? nil : mirrors[source - 1]), source)
-            } catch {
-                guard source < mirrors.count, error != .cancelled else { throw error }
-                source += 1
-                warn(
-                    "\(error.localizedDescription); going on from mirror \(mirrors[source - 1].redactedAbsoluteString)")
-            }
-        }
-    }
-
     func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) -> TransferPosition {
         let saved: PartialState
         switch job.files.loadState() {

@@ -297,8 +297,7 @@ extension Transfer.StateMachine {
             // before each resume point are compared (no splice of another file).
             position.metadata.validators = Validators()
         }
-        let mirror = sources[source].redactedAbsoluteString
-        return .warn("\(error.localizedDescription); going on from mirror \(mirror)")
+        return .warn(Transfer.switchingMessage(after: error, to: sources[source]))
     }
 
     /// Starts the current version again from byte 0, giving up after too many restarts (the file is deleted).
