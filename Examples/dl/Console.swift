@@ -21,6 +21,11 @@ enum Console {
         write(text, to: STDOUT_FILENO)
     }
 
+    /// Writes bytes to stdout (`dl -O -`). - Returns: `false` once stdout is closed.
+    static func output(bytes: UnsafeRawBufferPointer) -> Bool {
+        write(bytes, to: STDOUT_FILENO)
+    }
+
     /// Writes text to stderr (lost, silently, when stderr is closed).
     static func error(_ text: String) {
         write(text, to: STDERR_FILENO)
@@ -28,22 +33,24 @@ enum Console {
 
     @discardableResult
     private static func write(_ text: String, to fd: Int32) -> Bool {
-        var bytes = Array(text.utf8)
-        return bytes.withUnsafeMutableBytes { buffer -> Bool in
-            guard var pointer = buffer.baseAddress else { return true }
-            var remaining = buffer.count
-            while remaining > 0 {
-                #if canImport(Glibc)
-                    let written = Glibc.write(fd, pointer, remaining)
-                #else
-                    let written = Darwin.write(fd, pointer, remaining)
-                #endif
-                if written < 0 && errno == EINTR { continue }
-                guard written > 0 else { return false }
-                pointer += written
-                remaining -= written
-            }
-            return true
+        Array(text.utf8).withUnsafeBytes { write($0, to: fd) }
+    }
+
+    /// Writes every byte, going on after interruptions. - Returns: `false` when the descriptor is closed.
+    private static func write(_ buffer: UnsafeRawBufferPointer, to fd: Int32) -> Bool {
+        guard var pointer = buffer.baseAddress else { return true }
+        var remaining = buffer.count
+        while remaining > 0 {
+            #if canImport(Glibc)
+                let written = Glibc.write(fd, pointer, remaining)
+            #else
+                let written = Darwin.write(fd, pointer, remaining)
+            #endif
+            if written < 0 && errno == EINTR { continue }
+            guard written > 0 else { return false }
+            pointer += written
+            remaining -= written
         }
+        return true
     }
 }

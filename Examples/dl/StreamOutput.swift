@@ -85,7 +85,7 @@ enum StreamOutput {
     }
 
     /// Copies a growing file to stdout from where it left off.
-    final class Follower: @unchecked Sendable {
+    final class Follower {
         private var descriptor: Int32 = -1
         /// Bytes written to stdout so far.
         private(set) var written: Int64 = 0
@@ -110,7 +110,10 @@ enum StreamOutput {
                 let count = pread(descriptor, &buffer, buffer.count, off_t(written))
                 if count < 0 && errno == EINTR { continue }
                 guard count > 0 else { return nil }
-                guard Self.writeAll(buffer, count: count) else { return "stdout was closed" }
+                let delivered = buffer.withUnsafeBytes {
+                    Console.output(bytes: UnsafeRawBufferPointer(rebasing: $0[0..<count]))
+                }
+                guard delivered else { return "stdout was closed" }
                 written += Int64(count)
             }
         }
@@ -118,19 +121,6 @@ enum StreamOutput {
         /// Checks that everything verified was copied.
         func finish(length: Int64) -> String? {
             written == length ? nil : "stdout got \(written) of the file's \(length) bytes"
-        }
-
-        private static func writeAll(_ bytes: [UInt8], count: Int) -> Bool {
-            bytes.withUnsafeBytes { raw -> Bool in
-                var offset = 0
-                while offset < count {
-                    let result = write(STDOUT_FILENO, raw.baseAddress! + offset, count - offset)
-                    if result < 0 && errno == EINTR { continue }
-                    guard result > 0 else { return false }
-                    offset += result
-                }
-                return true
-            }
         }
     }
 }
