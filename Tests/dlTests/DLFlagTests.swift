@@ -5,7 +5,7 @@ import Testing
 
 /// The flags people type by habit from wget and aria2 (issue #14), each run through the built `dl`.
 @Suite("dl flags")
-final class DLFlagTests: Sendable {
+final class DLFlagTests: Sendable, DLFileChecks {
     let workspace: TestWorkspace
     var server: HTTPTestServer { workspace.server }
     var work: URL { workspace.directory }
@@ -15,18 +15,6 @@ final class DLFlagTests: Sendable {
     }
 
     var dir: URL { work.appendingPathComponent("out") }
-
-    func md5(_ url: URL) throws -> String {
-        MD5.hash(data: try Data(contentsOf: url)).hexString
-    }
-
-    func content(_ name: String, _ size: Int) -> String {
-        TestContent(name: name, size: size).md5.hexString
-    }
-
-    func entries(_ folder: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
-    }
 
     @Test("-O writes the one URL to exactly that path, replaces a file there, and leaves nothing else")
     func output() async throws {

@@ -12,25 +12,13 @@ import Testing
 /// Issue #26: the habits of wget, curl and aria2c users — where files land, their flags, their typos — each run
 /// through the built `dl`.
 @Suite("dl habits")
-final class DLHabitTests: Sendable {
+final class DLHabitTests: Sendable, DLFileChecks {
     let workspace: TestWorkspace
     var server: HTTPTestServer { workspace.server }
     var work: URL { workspace.directory }
 
     init() throws {
         workspace = try TestWorkspace(prefix: "dl-habits")
-    }
-
-    func md5(_ url: URL) throws -> String {
-        MD5.hash(data: try Data(contentsOf: url)).hexString
-    }
-
-    func content(_ name: String, _ size: Int) -> String {
-        TestContent(name: name, size: size).md5.hexString
-    }
-
-    func entries(_ folder: URL) -> [String] {
-        ((try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []).sorted()
     }
 
     @Test("dl URL saves to the current directory, as wget, curl -O and aria2c do, and leaves only the file")
