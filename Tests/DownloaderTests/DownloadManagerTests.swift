@@ -68,7 +68,11 @@ final class DownloadManagerTests: Sendable {
         }
         #expect(receipts.count == 5 && Set(receipts).count == 1)
         #expect(callbacks.withLock { $0 } == 1)
-        #expect(gets("dup").map(\.range) == ["bytes=0-65535", "bytes=65536-199999"])  // each byte once
+        // Fetched once: one request from byte 0, and every later one starts past the one before (a slow machine may
+        // see a window retried from where its bytes stopped, never a second download from the start).
+        let starts = gets("dup").map { $0.rangeStart ?? 0 }
+        #expect(starts.first == 0 && starts.count >= 2)
+        #expect(zip(starts, starts.dropFirst()).allSatisfy { $0 < $1 }, "ranges \(gets("dup").map(\.range))")
     }
 
     @Test("A completed URL returns at once; if its file was deleted it downloads again")
