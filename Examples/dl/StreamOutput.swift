@@ -89,6 +89,8 @@ enum StreamOutput {
         private var descriptor: Int32 = -1
         /// Bytes written to stdout so far.
         private(set) var written: Int64 = 0
+        /// Whether the download started its file over after bytes had been copied.
+        private(set) var startedOver = false
         private var buffer = [UInt8](repeating: 0, count: 1 << 20)
 
         deinit {
@@ -98,12 +100,28 @@ enum StreamOutput {
         /// Copies what the file has beyond what was copied.
         /// - Returns: why the stream cannot go on (the file started over, stdout closed), or `nil`.
         func copy(from file: URL) -> String? {
+            // The library starts a partial file over as a new file under the same name: follow the name while
+            // nothing was copied; after that a new file means the download started over.
+            var named = stat()
+            var opened = stat()
+            if startedOver { return nil }
+            if descriptor >= 0, lstat(file.path, &named) == 0, fstat(descriptor, &opened) == 0,
+                named.st_ino != opened.st_ino || named.st_dev != opened.st_dev
+            {
+                // After bytes were copied the stream cannot follow: the download's end says why it started over (a
+                // digest that did not match fails it), or `finish` does.
+                guard written == 0 else {
+                    startedOver = true
+                    return nil
+                }
+                close(descriptor)
+                descriptor = -1
+            }
             if descriptor < 0 {
                 descriptor = open(file.path, O_RDONLY | O_NOFOLLOW)
                 if descriptor < 0 { return nil }  // not there yet: the first bytes have not arrived
             }
-            var status = stat()
-            if fstat(descriptor, &status) == 0 && Int64(status.st_size) < written {
+            if fstat(descriptor, &opened) == 0 && Int64(opened.st_size) < written {
                 return "the resource changed while it was streamed (the download started over)"
             }
             while true {
@@ -120,7 +138,10 @@ enum StreamOutput {
 
         /// Checks that everything verified was copied.
         func finish(length: Int64) -> String? {
-            written == length ? nil : "stdout got \(written) of the file's \(length) bytes"
+            if startedOver {
+                return "the download started over (the resource changed, or its bytes did not match their digest)"
+            }
+            return written == length ? nil : "stdout got \(written) of the file's \(length) bytes"
         }
     }
 }

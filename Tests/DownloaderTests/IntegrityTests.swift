@@ -43,7 +43,7 @@ final class IntegrityTests: Sendable {
         let first = await runTransfer(
             Transfer(
                 url: server.url(path), options: DownloadOptions(), directory: directory, bridge: bridge,
-                configuration: .init(firstWindowSize: 8 << 20)))
+                configuration: .init(firstWindowSize: 8 << 20, firstRequestBudget: nil)))
         #expect(throws: DownloadError.connectionFailed) { try first.get() }
         #expect(fileSize(directory.partialFile(for: server.url(path))) == 100_000)
         // A bare Transfer has no retry loop; like the manager's, retry a transient fault (a loaded machine has shown
@@ -150,7 +150,7 @@ extension IntegrityTests {
         let first = await runTransfer(
             Transfer(
                 url: server.url(path), options: DownloadOptions(), directory: directory, bridge: bridge,
-                configuration: .init(firstWindowSize: 8 << 20)))
+                configuration: .init(firstWindowSize: 8 << 20, firstRequestBudget: nil)))
         #expect(throws: DownloadError.connectionFailed) { try first.get() }
         let content = TestContent(name: "switch", size: 300_000)
         let sha = Checksum(algorithm: .sha256, digest: content.sha256.bytes)!

@@ -10,7 +10,7 @@ extension TransferTests {
     /// Runs a transfer that a dropped connection stops at `offset`, leaving a partial file and its saved state.
     func interrupted(_ path: String, window: Int64 = 256 << 10, connections: Int = 1) async throws {
         var configuration = Transfer.Configuration(
-            windowSize: window, maximumWindowSize: window, firstWindowSize: 16 << 10)
+            windowSize: window, maximumWindowSize: window, firstWindowSize: 16 << 10, firstRequestBudget: nil)
         configuration.minimumSegmentSize = 256 << 10
         let outcome = await runTransfer(
             Transfer(
@@ -27,7 +27,7 @@ extension TransferTests {
         warnings: Locked<[String]> = .init([])
     ) async -> Result<TransferResult, DownloadError> {
         var configuration = Transfer.Configuration(
-            windowSize: window, maximumWindowSize: window, firstWindowSize: 16 << 10)
+            windowSize: window, maximumWindowSize: window, firstWindowSize: 16 << 10, firstRequestBudget: nil)
         configuration.minimumSegmentSize = 256 << 10
         return await runTransfer(
             Transfer(

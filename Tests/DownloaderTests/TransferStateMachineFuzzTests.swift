@@ -35,6 +35,7 @@ struct TransferStateMachineFuzzTests {
         let context = "seed \(seed)"
         // The model's count of the bytes this version has: what the answers delivered, 0 after a start over.
         var accepted = position.offset
+        var requests = 0
 
         for _ in 0..<400 {
             #expect(machine.restarts <= settings.maximumRestarts, "\(context)")
@@ -52,6 +53,10 @@ struct TransferStateMachineFuzzTests {
                     window.end == nil ? "whole" : window.length! > settings.windowSize ? "grown" : "window", default: 0] +=
                     1
                 check(window, machine: machine, accepted: accepted, settings: settings, context: context)
+                // Only a run's first request may open a connection with a whole window to be cut short.
+                #expect(!window.cutWhenSlow || requests == 0, "\(context)")
+                requests += 1
+                if window.cutWhenSlow { seen["cuttable", default: 0] += 1 }
                 (action, accepted) = answer(window, machine: &machine, random: &random)
             case .fetchSegments:
                 seen["segments", default: 0] += 1
@@ -148,6 +153,10 @@ struct TransferStateMachineFuzzTests {
         case 13: end = .unsatisfiable(completeLength: Bool.random(using: &random) ? position.metadata.totalLength : nil)
         case 14: end = .wholeWithoutRanges(reason: "a 206 with Content-Encoding")
         case 15: end = .unreliableETag(reason: "backends disagree")
+        case 16 where window.cutWhenSlow && window.end != nil:
+            position.resume(at: window.start + Int64.random(in: 0...min(asked, max(0, available)), using: &random))
+            report.position = position
+            end = .cutShort
         case 16, 17:
             position.resume(at: window.start + Int64.random(in: 0...min(asked, max(0, available)), using: &random))
             report.position = position
@@ -167,7 +176,8 @@ struct TransferStateMachineFuzzTests {
         }
         // Every path the invariants speak of was taken.
         for kind in [
-            "window", "grown", "whole", "segments", "warn", "startOver", "waitForDisk", "drainThenCheckpoint", "verify",
+            "window", "grown", "whole", "cuttable", "segments", "warn", "startOver", "waitForDisk",
+            "drainThenCheckpoint", "verify",
             "place", "stop", "discard",
         ] {
             #expect(seen[kind, default: 0] > 0, "never saw \(kind): \(seen)")

@@ -61,16 +61,46 @@ struct TransferStateMachineTests {
         machine.requestEnded(end, report: .init(position: machine.position, isOtherVersion: otherVersion))
     }
 
-    @Test("A fresh download asks a short first window on a new connection, a full one on a warm connection")
+    @Test("A fresh download's first request asks a whole window, cut short when slow; later new connections are short")
     func firstWindow() throws {
         var cold = Self.machine()
+        let whole = try #require(Self.window(cold.next(warmConnection: false)))
+        #expect(whole.start == 0 && whole.end == Self.base - 1 && whole.ifRange == nil && whole.overlap == 0)
+        #expect(whole.cutWhenSlow && whole.target == nil && whole.unwrittenLimit == nil)
+        // Cut short after 100 KiB: kept, saved, and the rest opens another connection with a short request.
+        var position = cold.position
+        position.resume(at: 100 << 10)
+        let cut = cold.requestEnded(.cutShort, report: .init(position: position, received: 100 << 10))
+        guard case .drainThenCheckpoint(let metadata) = cut, metadata.totalLength == 64 << 20 else {
+            Issue.record("a cut window is written and saved before the next request, got \(cut)")
+            return
+        }
+        #expect(cold.diskPassedMark(failure: nil) == .proceed)
         let short = try #require(Self.window(cold.next(warmConnection: false)))
-        #expect(short.start == 0 && short.end == (16 << 10) - 1 && short.ifRange == nil && short.overlap == 0)
-        #expect(short.target == nil && short.unwrittenLimit == nil)
+        #expect(short.start == 100 << 10 && short.end == (100 << 10) + (16 << 10) - 1 && !short.cutWhenSlow)
+        #expect(short.ifRange == "\"v1\"")
+        _ = Self.finish(&cold, short)
+        #expect(cold.diskPassedMark(failure: nil) == .proceed)
+        let full = try #require(Self.window(cold.next(warmConnection: false)))
+        #expect(full.length == Self.base && !full.cutWhenSlow, "the connection is open now")
 
         var warm = Self.machine()
-        let full = try #require(Self.window(warm.next(warmConnection: true)))
-        #expect(full.end == Self.base - 1)
+        let reused = try #require(Self.window(warm.next(warmConnection: true)))
+        #expect(reused.end == Self.base - 1 && !reused.cutWhenSlow, "no spin on a reused connection")
+
+        var segmented = Self.machine(connections: 4)
+        let first = try #require(Self.window(segmented.next(warmConnection: false)))
+        #expect(first.end == (16 << 10) - 1 && !first.cutWhenSlow, "segments want the length early")
+
+        var configuration = Transfer.Configuration(windowSize: Self.base, firstWindowSize: 16 << 10)
+        configuration.firstRequestBudget = nil
+        var position0 = TransferPosition()
+        position0.metadata.totalLength = 64 << 20
+        var withoutBudget = Machine(
+            url: Self.url, settings: Machine.Settings(configuration), position: position0, connections: 1,
+            connectionPrimed: false)
+        let plain = try #require(Self.window(withoutBudget.next(warmConnection: false)))
+        #expect(plain.end == (16 << 10) - 1 && !plain.cutWhenSlow)
     }
 
     @Test("Windows the disk keeps up with grow four times up to the maximum; a grown one that falls behind resets")

@@ -30,7 +30,8 @@ extension TransferTests {
         let transfer = Transfer(
             url: server.url("/bytes/slowdisk?size=\(size)"), options: DownloadOptions(), directory: directory,
             bridge: bridge,
-            configuration: .init(windowSize: window, maximumWindowSize: window, firstWindowSize: 64 << 10),
+            configuration: .init(
+                windowSize: window, maximumWindowSize: window, firstWindowSize: 64 << 10, firstRequestBudget: nil),
             progress: diskStoppedWhileResponding())
         let result = try await transfer.run()
         #expect(result.md5 == content.md5)
@@ -56,7 +57,8 @@ extension TransferTests {
         let name = "stream\(options.count)"
         let transfer = Transfer(
             url: server.url("/bytes/\(name)?size=\(size)&\(options)"), options: DownloadOptions(), directory: directory,
-            bridge: bridge, configuration: .init(windowSize: 8 << 20, firstWindowSize: 64 << 10))
+            bridge: bridge,
+            configuration: .init(windowSize: 8 << 20, firstWindowSize: 64 << 10, firstRequestBudget: nil))
         let limit = Transfer.Configuration().maximumUnwrittenBytes + (4 << 20) + (1 << 20)
         switch await runTransfer(transfer) {
         case .success(let result):
@@ -75,7 +77,8 @@ extension TransferTests {
     /// trickle, and a whole body must be cut by the limit, since nothing else ends it (no timing involved). A trickle,
     /// not a stall: data keeps arriving, so libcurl keeps reading the socket.
     func slowDiskTransfer(_ path: String, window: Int64, maximumUnwritten: Int64) -> Transfer {
-        var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
+        var configuration = Transfer.Configuration(
+            windowSize: window, firstWindowSize: 16 << 10, firstRequestBudget: nil)
         configuration.maximumUnwrittenBytes = maximumUnwritten
         return Transfer(
             url: server.url(path + "&trickleAfter=\(2 << 20)"), options: DownloadOptions(),

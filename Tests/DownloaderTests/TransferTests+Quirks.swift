@@ -13,7 +13,8 @@ extension TransferTests {
         let warnings = Locked<[String]>([])
         let transfer = Transfer(
             url: server.url("/bytes/r416?size=\(size)&range416=1"), options: DownloadOptions(), directory: directory,
-            bridge: bridge, configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10),
+            bridge: bridge,
+            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
             warn: { message in warnings.withLock { $0.append(message) } })
         let result = try await transfer.run()
         #expect(result.md5 == TestContent(name: "r416", size: size).md5)
@@ -29,7 +30,8 @@ extension TransferTests {
     func flappingETags(connections: Int) async throws {
         let size = 4 << 20
         let name = "flap\(connections)"
-        var configuration = Transfer.Configuration(windowSize: 1 << 20, firstWindowSize: 16 << 10)
+        var configuration = Transfer.Configuration(
+            windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil)
         configuration.minimumSegmentSize = 256 << 10
         let transfer = Transfer(
             url: server.url("/bytes/\(name)?size=\(size)&etag=flap"),
@@ -62,7 +64,8 @@ extension TransferTests {
         let warnings = Locked<[String]>([])
         let transfer = Transfer(
             url: server.url("/bytes/dataset.tar.gz?size=\(size)&encoding=stored"), options: DownloadOptions(),
-            directory: directory, bridge: bridge, configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10),
+            directory: directory, bridge: bridge,
+            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
             warn: { message in warnings.withLock { $0.append(message) } })
         let result = try await transfer.run()
         // URLSession decodes the body: the file is the content inside the gzip, fetched whole without Range.

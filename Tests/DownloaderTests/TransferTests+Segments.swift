@@ -10,7 +10,8 @@ extension TransferTests {
     func segmented(
         _ path: String, connections: Int = 4, window: Int64 = 16 << 20, minimumSegment: Int64 = 256 << 10
     ) -> Transfer {
-        var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
+        var configuration = Transfer.Configuration(
+            windowSize: window, firstWindowSize: 16 << 10, firstRequestBudget: nil)
         configuration.minimumSegmentSize = minimumSegment
         return Transfer(
             url: server.url(path), options: DownloadOptions(connections: connections), directory: directory,

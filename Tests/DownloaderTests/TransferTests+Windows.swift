@@ -33,7 +33,8 @@ extension TransferTests {
     @Test("Windows the disk keeps up with grow to the maximum: fewer round trips on a long link")
     func windowsGrow() async throws {
         let size = 12 << 20
-        var configuration = Transfer.Configuration(windowSize: 256 << 10, firstWindowSize: 16 << 10)
+        var configuration = Transfer.Configuration(
+            windowSize: 256 << 10, firstWindowSize: 16 << 10, firstRequestBudget: nil)
         configuration.maximumWindowSize = 4 << 20
         let transfer = Transfer(
             url: server.url("/bytes/grow?size=\(size)&paced=1"), options: DownloadOptions(),
@@ -53,7 +54,8 @@ extension TransferTests {
         // flight: the grown window that follows must end once 384 KiB wait, and the rest comes in base windows.
         let size = 8 << 20
         let window: Int64 = 256 << 10
-        var configuration = Transfer.Configuration(windowSize: window, firstWindowSize: 16 << 10)
+        var configuration = Transfer.Configuration(
+            windowSize: window, firstWindowSize: 16 << 10, firstRequestBudget: nil)
         configuration.maximumWindowSize = 4 << 20
         let keepUp = diskKeepsUp(until: 2 << 20)
         let stop = diskStoppedWhileResponding()

@@ -52,6 +52,9 @@ extension DownloadManager {
         /// Bytes of a fresh download's first request, which opens a connection (see
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
         var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
+        /// When a run's first request, on a new connection, asks for a whole window (see
+        /// `Transfer.Configuration.firstRequestBudget`). Internal: tests written around short first requests turn it off.
+        var firstRequestBudget = Transfer.Configuration().firstRequestBudget
         /// Several connections are used only when at least twice this many bytes are missing
         /// (`Transfer.Configuration`). Internal: tests use small files.
         var minimumSegmentSize = Transfer.Configuration().minimumSegmentSize

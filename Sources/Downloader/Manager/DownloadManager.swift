@@ -158,6 +158,7 @@ public actor DownloadManager {
             engine: Transfer.Configuration(
                 windowSize: Int64(max(1, configuration.windowSize)),
                 firstWindowSize: Int64(max(1, configuration.firstWindowSize)),
+                firstRequestBudget: configuration.firstRequestBudget,
                 connections: configuration.connectionsPerDownload,
                 minimumSegmentSize: configuration.minimumSegmentSize),
             sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))

@@ -53,7 +53,7 @@ extension Transfer {
             throw error
         case .cancelled:
             throw .cancelled(url)
-        case .restartFromZero, .unsatisfiable, .diskBehind, .wholeWithoutRanges, .unreliableETag:
+        case .restartFromZero, .unsatisfiable, .diskBehind, .cutShort, .wholeWithoutRanges, .unreliableETag:
             return nil
         }
     }

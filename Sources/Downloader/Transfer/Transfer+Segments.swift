@@ -121,7 +121,7 @@ extension Transfer {
             case .failed(let error):
                 plan.withLock { $0.failed(connection, received: sink.received) }
                 return .failed(error)
-            case .diskBehind:  // only a whole-file response ends so; a segment is never one
+            case .diskBehind, .cutShort:  // only a whole-file or window response ends so; a segment is never one
                 plan.withLock { $0.failed(connection, received: sink.received) }
                 return .failed(.invalidResponse(url, reason: "a segment was answered with a whole file"))
             case .cancelled:

@@ -8,6 +8,9 @@ extension Transfer.StateMachine {
         var windowSize: Int64
         var maximumWindowSize: Int64
         var firstWindowSize: Int64
+        /// Whether a run's first request on a new connection asks for a whole window, cut short when slow
+        /// (`Transfer.Configuration.firstRequestBudget`).
+        var wholeFirstRequest: Bool
         var maximumRestarts: Int
         var minimumSegmentSize: Int64
         /// The longest window the bandwidth limits allow (`nil`: no limit).
@@ -17,6 +20,7 @@ extension Transfer.StateMachine {
             windowSize = configuration.windowSize
             maximumWindowSize = configuration.maximumWindowSize
             firstWindowSize = configuration.firstWindowSize
+            wholeFirstRequest = configuration.firstRequestBudget != nil
             maximumRestarts = configuration.maximumRestarts
             minimumSegmentSize = configuration.minimumSegmentSize
             self.limitedWindowSize = limitedWindowSize
@@ -40,6 +44,9 @@ extension Transfer.StateMachine {
         /// Whether the response must prove the version the file has (a continuation from a mirror without an
         /// expected checksum): another version fails the request instead of starting the file again.
         var sameVersionOnly = false
+        /// Whether it opens a connection with a whole window, to be cut short (`RequestEnd.cutShort`) if it would
+        /// spin long (`FirstRequestBudget`).
+        var cutWhenSlow = false
 
         /// The first byte the `Range` header names.
         var requestStart: Int64 { start - Int64(overlap) }

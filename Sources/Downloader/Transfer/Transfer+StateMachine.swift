@@ -43,6 +43,9 @@ extension Transfer {
         private(set) var peakUnwritten: Int64 = 0
         /// Whether a request of this run opened a connection already (only the first one is short).
         private var connectionPrimed: Bool
+        /// Whether this run sent a request: only its first may open a connection with a whole window
+        /// (`Window.cutWhenSlow`).
+        private var sentRequest = false
         private var state = State.ready
 
         /// Whether the machine ended (stopped, failed or handed over the verified file); no event requests anything
@@ -107,14 +110,19 @@ extension Transfer.StateMachine {
             if window.start > 0 && !metadata.validators.hasStrongETag {
                 window.overlap = Int(min(Int64(Transfer.continuityCheckLength), window.start))
             }
-            // The short first request only on a new connection (see `Configuration.firstWindowSize`).
-            let first = connectionPrimed || warmConnection ? sizing.full : settings.firstWindowSize
+            // A new connection spins while its first request lasts: the run's first request asks for a whole window
+            // and is cut short if slow; a later one on a new connection (after a cut or a failure) is short
+            // (`Configuration.firstWindowSize`). Several connections want the length early: theirs stays short.
+            let opens = !connectionPrimed && !warmConnection
+            window.cutWhenSlow = opens && settings.wholeFirstRequest && connections == 1 && !sentRequest
+            let first = !opens || window.cutWhenSlow ? sizing.full : settings.firstWindowSize
             let length = min(sizing.full, first, settings.limitedWindowSize ?? .max)
             let last = window.start + length - 1
             window.end = metadata.totalLength.map { min(last, $0 - 1) } ?? last
             if window.start > 0 { window.ifRange = metadata.validators.ifRange }
         }
         window.unwrittenLimit = window.length.flatMap(sizing.unwrittenLimit(forWindowOf:))
+        sentRequest = true
         state = .requesting(window)
         return .request(window)
     }
@@ -186,6 +194,12 @@ extension Transfer.StateMachine {
             position.metadata.validators.etag = nil
             connections = 1
             return .warn(reason)
+        case .cutShort:
+            // Its connection closed with it: the next request opens another, short at first.
+            if let answered = report.respondingURL, answered != url { redirectTarget = answered }
+            connectionPrimed = false
+            state = .waitingForDisk(endsAfter: false)
+            return .drainThenCheckpoint(position.metadata)
         case .diskBehind:
             // What arrived is kept; the next windows, of the base size again, wait for the disk as windows do. A new
             // version streamed here counts as a restart: a resource that changes with every request must not loop.

@@ -30,7 +30,8 @@ extension Transfer {
             job: job, position: machine.position, start: window.requestStart, end: window.end,
             ranged: window.end != nil, overlap: overlap, checkpointInterval: configuration.windowSize,
             maximumUnwritten: configuration.maximumUnwrittenBytes, grownWindowLimit: window.unwrittenLimit,
-            sameVersionOnly: window.sameVersionOnly)
+            sameVersionOnly: window.sameVersionOnly,
+            firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
         let end = await bridge.perform(request, sink: sink)
         // The request has ended: the network side is the machine's again.
         let report = StateMachine.Report(

@@ -43,13 +43,17 @@ final class Transfer: Sendable {
         /// The longest window: after a window the disk kept up with, the next is four times as long, up to this, so
         /// that a link with a long round trip idles between windows less often (see `WindowSizing`).
         var maximumWindowSize: Int64 = 128 << 20
-        /// Bytes of the first request when it opens a new connection (a fresh download, not a resume after a HEAD).
+        /// Bytes of a request that opens a new connection, except a run's first one while `firstRequestBudget` is
+        /// set (that one asks for a whole window and is cut short if it would spin long).
         ///
         /// On Linux, FoundationNetworking keeps watching a new connection for writability for the whole of its first
         /// request (the connect step asks for it and nothing takes it back), and a socket is always writable: that
         /// request spins a core until it ends. A short first request ends the spin early; later requests reuse the
         /// connection without it (the documentation's platform notes).
         var firstWindowSize: Int64 = 16 << 10
+        /// When a run's first request opens a new connection, it asks for a whole window and is cut short by this
+        /// budget when its rest would take long (see `FirstRequestBudget`); `nil`: it asks for `firstWindowSize`.
+        var firstRequestBudget: FirstRequestBudget? = FirstRequestBudget()
         /// How often a file changed mid-download may restart it before giving up.
         var maximumRestarts = 3
         /// Connections per download when its options do not say (`DownloadOptions.connections`).

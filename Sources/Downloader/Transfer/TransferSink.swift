@@ -19,6 +19,9 @@ enum RequestEnd: Sendable {
     /// A response streaming the whole file got further ahead of the disk than memory allows, and the server honours
     /// Range: what arrived is kept, the rest is asked for in windows.
     case diskBehind
+    /// A run's first request on a new connection would have spun a core for long (`FirstRequestBudget`): what arrived
+    /// is kept, and the rest continues on a new connection whose first request is short.
+    case cutShort
     /// Ranges of this resource cannot be used (a 206 with a `Content-Encoding`, which URLSession decodes, or a 416
     /// for bytes the resource has): fetch it whole, without `Range`, for the rest of the download.
     case wholeWithoutRanges(reason: String)

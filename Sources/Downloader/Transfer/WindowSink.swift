@@ -36,6 +36,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     /// Whether the response must continue the version the file has (a mirror without an expected checksum): another
     /// version fails the request rather than starting the file again.
     private let sameVersionOnly: Bool
+    /// For a run's first request on a new connection, when to cut it short (`nil` once judged, or for any other).
+    private var firstRequestBudget: FirstRequestBudget?
 
     /// The network side, owned by this sink until the request ends.
     private(set) var position: TransferPosition
@@ -60,8 +62,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     init(
         job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
         checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes,
-        grownWindowLimit: Int64? = nil, sameVersionOnly: Bool = false
+        grownWindowLimit: Int64? = nil, sameVersionOnly: Bool = false, firstRequestBudget: FirstRequestBudget? = nil
     ) {
+        self.firstRequestBudget = firstRequestBudget
         self.sameVersionOnly = sameVersionOnly
         self.maximumUnwritten = maximumUnwritten
         self.grownWindowLimit = grownWindowLimit
@@ -151,7 +154,21 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         if isWholeStream && unwritten > maximumUnwritten { return diskFellBehind() }
         // A grown window while the disk slowed down: the rest comes in windows of the base size.
         if let grownWindowLimit, !isWholeStream, unwritten > grownWindowLimit { return .diskBehind }
-        return nil
+        return spentFirstRequestBudget() ? .cutShort : nil
+    }
+
+    /// Whether this request, a run's first on a new connection, would spin a core for long and ends here
+    /// (`FirstRequestBudget`). Only a ranged response of known length is cut: its rest can be asked for.
+    private func spentFirstRequestBudget() -> Bool {
+        guard var budget = firstRequestBudget else { return false }
+        guard let expectedBodyLength, !isWholeStream else {
+            firstRequestBudget = nil
+            return false
+        }
+        let cut = budget.bodyArrived(
+            received: received, left: expectedBodyLength - received, now: DispatchTime.now().uptimeNanoseconds)
+        firstRequestBudget = budget.isDecided ? nil : budget
+        return cut
     }
 
     /// Why a verdict shows a version other than the file's (`nil`: the same version).

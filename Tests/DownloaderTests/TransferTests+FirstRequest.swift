@@ -1,0 +1,26 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+extension TransferTests {
+    @Test("A slow first request on a new connection is cut short; the rest opens another with a short request")
+    func slowFirstRequestIsCut() async throws {
+        let size = 600_000
+        // Capped at 1 MB/s: after 50 ms of body the rest needs at least half a second, more than the 0.1 s allowed.
+        let budget = FirstRequestBudget(measuring: 50_000_000, remaining: 100_000_000)
+        let result = try await Transfer(
+            url: server.url("/bytes/slowcut?size=\(size)&rate=1000000"), options: DownloadOptions(),
+            directory: directory, bridge: bridge, configuration: .init(firstRequestBudget: budget)
+        ).run()
+        #expect(result.md5 == TestContent(name: "slowcut", size: size).md5)
+        let requests = gets("slowcut")
+        try #require(requests.count == 3, "\(requests.map(\.range))")
+        let cut = try #require(requests[1].rangeStart)
+        #expect(requests[0].range == "bytes=0-8388607" && cut > 0 && cut < size - (16 << 10))
+        #expect(requests[1].range == "bytes=\(cut)-\(cut + (16 << 10) - 1)")
+        #expect(requests[2].range == "bytes=\(cut + (16 << 10))-\(size - 1)")
+        #expect(requests[1].connectionID != requests[0].connectionID, "the cut closed the first connection")
+    }
+}
