@@ -32,32 +32,21 @@ extension DownloadManager {
         guard let data = readWithoutFollowing(stateDirectory.appendingPathComponent(ReceiptJournal.name)) else {
             return ([], inUse)
         }
-        var order: [String] = []
-        var latest: [String: Substring] = [:]
-        // Whole lines only: a last line without its newline was torn by a crash (the manager drops it too).
-        let lines = String(decoding: data, as: UTF8.self).split(separator: "\n", omittingEmptySubsequences: false)
-        for line in lines.dropLast() {
-            guard let tab = line.firstIndex(of: "\t") else { continue }
-            let key = String(line[..<tab])
-            if latest[key] == nil { order.append(key) }
-            latest[key] = line[line.index(after: tab)...]
-        }
-        let decoder = JSONDecoder()
+        // The lines as the manager reads them: a torn last line and removed downloads are left out.
+        let layout = DownloadDirectory(root: stateDirectory.deletingLastPathComponent(), state: stateDirectory)
         var downloads: [SavedDownload] = []
-        for key in order {
-            guard let json = latest[key],
-                case .put(let entry)? = try? decoder.decode(JournalLine.self, from: Data(json.utf8))
-            else { continue }
+        for line in ReceiptJournal.Lines(data).entries(in: data).entries {
+            let entry = line.entry
             var state = entry.state
             if !inUse && (state == .queued || state == .downloading) { state = .suspended }
             let name =
                 entry.options.destination?.lastPathComponent ?? entry.filename
                 ?? DownloadDirectory.finalName(
                     naming: entry.options.naming, url: entry.url, suggested: entry.suggestedFilename)
-            let partial = stateDirectory.appendingPathComponent("partial/\(key).part")
             let onDisk =
                 state == .completed
-                ? (entry.totalBytesExpected ?? 0) : (FileManager.default.sizeOfItem(at: partial) ?? 0)
+                ? (entry.totalBytesExpected ?? 0)
+                : (FileManager.default.sizeOfItem(at: layout.partialFile(key: line.key)) ?? 0)
             downloads.append(
                 SavedDownload(
                     url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)

@@ -73,54 +73,18 @@ final class ReceiptJournal: @unchecked Sendable {
         // Opened before it is read: a journal that is not ours is refused before anything of it is used.
         try journal.openForAppending(truncatingTo: nil)
         let data = journal.readWhole()
-        var skipped = 0
-        var wholeBytes = 0
-        var removed = Set<String>()
-        data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
-            guard let base = bytes.baseAddress else { return }
-            func find(_ byte: UInt8, from: Int, to: Int) -> Int? {
-                memchr(base + from, Int32(byte), to - from).map { $0 - UnsafeMutableRawPointer(mutating: base) }
-            }
-            var start = 0
-            while start < bytes.count {
-                guard let newline = find(0x0a, from: start, to: bytes.count) else { break }  // torn by a crash: dropped
-                defer { start = newline + 1 }
-                wholeBytes = newline + 1
-                guard let tab = find(0x09, from: start, to: newline) else {
-                    skipped += 1
-                    continue
-                }
-                let key = String(decoding: bytes[start..<tab], as: UTF8.self)
-                if journal.index[key] == nil { journal.order.append(key) }
-                journal.index[key] = start..<(newline + 1)
-                // A removal line is recognised without decoding: `{"remove":…}`.
-                if bytes[(tab + 1)...].starts(with: Array(#"{"remove""#.utf8)) {
-                    removed.insert(key)
-                } else {
-                    removed.remove(key)
-                }
-            }
-        }
-        // Only each download's latest line is decoded.
-        let decoder = JSONDecoder()
+        let lines = Lines(data)
+        let (decoded, undecodable) = lines.entries(in: data)
         var entries: [JournalEntry] = []
-        for key in journal.order {
-            guard let range = journal.index[key] else { continue }
-            guard !removed.contains(key) else {
-                journal.index[key] = nil
-                continue
-            }
-            let json = data[(data[range].firstIndex(of: 0x09)! + 1)..<(range.upperBound - 1)]
-            guard case .put(let entry)? = try? decoder.decode(JournalLine.self, from: json) else {
-                skipped += 1
-                journal.index[key] = nil
-                continue
-            }
-            entries.append(entry)
-            journal.liveBytes += range.count
-            if let placement = entry.placement { journal.placements[key] = placement }
+        for line in decoded {
+            journal.order.append(line.key)
+            journal.index[line.key] = line.range
+            entries.append(line.entry)
+            journal.liveBytes += line.range.count
+            if let placement = line.entry.placement { journal.placements[line.key] = placement }
         }
-        journal.order.removeAll { journal.index[$0] == nil }
+        let skipped = lines.keyless + undecodable.count
+        let wholeBytes = lines.wholeBytes
         _ = ftruncate(journal.fd, off_t(wholeBytes))  // drops a line torn by a crash
         journal.fileBytes = wholeBytes
         journal.queue.sync { journal.compactIfLarge() }
