@@ -3,28 +3,26 @@ import Foundation
 /// The words of `Transfer.StateMachine`: its settings, the request it asks for, what a request's sink reports, and
 /// the actions.
 extension Transfer.StateMachine {
-    /// The engine settings the decisions use.
+    /// The engine settings the decisions use: the transfer's configuration (its fields read through, as
+    /// `settings.windowSize`), and what the bandwidth limits allow.
+    @dynamicMemberLookup
     struct Settings: Sendable, Equatable {
-        var windowSize: Int64
-        var maximumWindowSize: Int64
-        var firstWindowSize: Int64
-        /// Whether a run's first request on a new connection asks for a whole window, cut short when slow
-        /// (`Transfer.Configuration.firstRequestBudget`).
-        var wholeFirstRequest: Bool
-        var maximumRestarts: Int
-        var minimumSegmentSize: Int64
+        let configuration: Transfer.Configuration
         /// The longest window the bandwidth limits allow (`nil`: no limit).
-        var limitedWindowSize: Int64?
+        let limitedWindowSize: Int64?
 
         init(_ configuration: Transfer.Configuration, limitedWindowSize: Int64? = nil) {
-            windowSize = configuration.windowSize
-            maximumWindowSize = configuration.maximumWindowSize
-            firstWindowSize = configuration.firstWindowSize
-            wholeFirstRequest = configuration.firstRequestBudget != nil
-            maximumRestarts = configuration.maximumRestarts
-            minimumSegmentSize = configuration.minimumSegmentSize
+            self.configuration = configuration
             self.limitedWindowSize = limitedWindowSize
         }
+
+        subscript<Value>(dynamicMember field: KeyPath<Transfer.Configuration, Value>) -> Value {
+            configuration[keyPath: field]
+        }
+
+        /// Whether a run's first request on a new connection asks for a whole window, cut short when slow
+        /// (`Transfer.Configuration.firstRequestBudget`).
+        var wholeFirstRequest: Bool { configuration.firstRequestBudget != nil }
     }
 
     /// One GET to send.

@@ -35,7 +35,7 @@ struct TransferResult: Sendable {
 /// run resumes by Range. Scheduling, retries and persistence of receipts belong to the manager.
 final class Transfer: Sendable {
     /// Settings of the engine.
-    struct Configuration: Sendable {
+    struct Configuration: Sendable, Equatable {
         /// Bytes of a full Range request at first, and whenever the disk falls behind: memory stays bounded because
         /// the next window starts only once the disk is past the middle of this one (at most one and a half windows
         /// wait in memory, also when windows grow).
