@@ -47,7 +47,7 @@ extension DownloadManager {
         /// Connections per download when its options do not say (`DownloadOptions.connections`), 1...16. Default 1.
         public var connectionsPerDownload: Int
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
-        /// Default 8 MiB.
+        /// Default 4 MiB.
         public var windowSize: Int
         /// Bytes of a fresh download's first request, which opens a connection (see
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
@@ -90,7 +90,7 @@ extension DownloadManager {
             userAgent = "Downloader/\(DownloadManager.version)"
             prepareRequest = nil
             lowestSpeedInterval = 30
-            windowSize = 8 << 20
+            windowSize = 4 << 20
             connectionsPerDownload = 1
             completedDirectory = nil
             stateDirectory = nil
