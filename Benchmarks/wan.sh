@@ -39,6 +39,20 @@ CMD[curl-200k]="curl -s -o \$OUT/f1.bin $BASE/small/f1.bin"
 CMD[dl-200k]="$DL -q -P \$OUT $BASE/small/f1.bin"
 CMD[dl-100x200k]="$DL -q --max-active 4 -P \$OUT ${SMALL[*]}"
 NAMES=(curl wget dl dl-x4 curl-200k dl-200k dl-100x200k)
+# DL_STATIC=1: also dl linked with --static-swift-stdlib (a shipped binary's start-up; FoundationNetworking then links
+# libcurl by name, so a machine without libcurl's development symlink gets one in a scratch folder).
+if [[ -n "${DL_STATIC:-}" ]]; then
+    LINK=()
+    if ! ldconfig -p | grep -q 'libcurl.so '; then
+        mkdir -p /tmp/downloader-curl-link
+        ln -sf "$(ldconfig -p | awk '/libcurl.so.4 / {print $NF; exit}')" /tmp/downloader-curl-link/libcurl.so
+        LINK=(-Xlinker -L/tmp/downloader-curl-link)
+    fi
+    swift build --package-path "$ROOT" -c release --product dl --static-swift-stdlib --scratch-path "$ROOT/.build-static" \
+        "${LINK[@]}" >&2
+    CMD[dl-static-200k]="$ROOT/.build-static/release/dl -q -P \$OUT $BASE/small/f1.bin"
+    NAMES+=(dl-static-200k)
+fi
 # DL_BASELINE=PATH: another dl binary (an older tree's release build) in the same interleaved runs, for an A/B.
 if [[ -n "${DL_BASELINE:-}" ]]; then
     CMD[base]="$DL_BASELINE -q -P \$OUT $BASE/big.bin"
