@@ -74,6 +74,8 @@ extension Arguments {
                                      (Debian/Ubuntu: /usr/local/share/ca-certificates/NAME.crt, then
                                      update-ca-certificates; RHEL/Fedora: /etc/pki/ca-trust/source/anchors/, then
                                      update-ca-trust); SSL_CERT_FILE and CURL_CA_BUNDLE are not read
+          DL_FIRST_REQUEST_CUT=0     a fresh download's first request asks for 16 KiB and the rest follows, instead
+                                     of a whole window cut short when slow (for servers that pause mid-body)
 
         Errors that a retry cannot change (an unknown host, an untrusted certificate, 404 and other 4xx but 408
         and 429) fail at once; connection faults, stalls, 5xx, 408 and 429 are retried (--retries).

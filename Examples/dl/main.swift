@@ -71,6 +71,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.stallTimeout = arguments.timeout
     configuration.lowestSpeedLimit = arguments.lowestSpeedLimit
     configuration.maximumBytesPerSecond = arguments.overallLimit
+    if ProcessInfo.processInfo.environment["DL_FIRST_REQUEST_CUT"] == "0" { configuration.firstRequestBudget = nil }
 
     if arguments.output == "-" {
         return await StreamOutput.run(
@@ -80,6 +81,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             streaming.stallTimeout = configuration.stallTimeout
             streaming.lowestSpeedLimit = configuration.lowestSpeedLimit
             streaming.maximumBytesPerSecond = configuration.maximumBytesPerSecond
+            streaming.firstRequestBudget = configuration.firstRequestBudget
         }
     }
     if arguments.list {

@@ -13,6 +13,7 @@ struct FirstRequestBudgetTests {
         var slow = FirstRequestBudget()
         let cut1 = slow.bodyArrived(received: 16_384, left: 2_000_000, now: 1_000 * Self.ms)
         #expect(!cut1)
+        #expect(slow.judgementTime == 1_250 * Self.ms, "judged then even if no byte comes")
         // 200 KB/s: not judged before 250 ms have passed, then 1.9 MB left would take 9.5 s.
         let cut2 = slow.bodyArrived(received: 40_000, left: 1_976_384, now: 1_120 * Self.ms)
         #expect(!cut2 && !slow.isDecided)

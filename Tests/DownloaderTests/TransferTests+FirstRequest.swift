@@ -24,3 +24,23 @@ extension TransferTests {
         #expect(requests[1].connectionID != requests[0].connectionID, "the cut closed the first connection")
     }
 }
+
+extension TransferTests {
+    @Test("A first request whose body pauses is cut a quarter of a second in, not when the next bytes come")
+    func pausedFirstRequestIsCutOnTime() async throws {
+        let size = 600_000
+        // 100,000 bytes at once, then nothing for a minute: without a timer nothing would judge the budget until the
+        // pause ends (the spin would last the whole minute).
+        let url = server.url("/bytes/burst?size=\(size)&stallAfter=100000&stall=60&stallCount=1")
+        let transfer = Transfer(
+            url: url, options: DownloadOptions(), directory: directory, bridge: bridge,
+            configuration: .init(firstRequestBudget: FirstRequestBudget()))
+        let task = Task { try await transfer.run() }
+        #expect(await server.waitUntil(timeout: .seconds(30)) { $0.requests(path: "/bytes/burst").count >= 2 })
+        let result = try await task.value
+        #expect(result.md5 == TestContent(name: "burst", size: size).md5)
+        let requests = gets("burst")
+        try #require(requests.count == 3, "\(requests.map(\.range))")
+        #expect(requests[1].range == "bytes=100000-116383", "the rest: a short request on a new connection")
+    }
+}

@@ -85,17 +85,37 @@ final class DLHabitTests: Sendable, DLFileChecks {
         }
     }
 
+    @Test("A fresh download is one request by default; DL_FIRST_REQUEST_CUT=0 asks 16 KiB first, then the rest")
+    func firstRequest() async throws {
+        let whole = server.url("/bytes/one.bin?size=200000")
+        let short = server.url("/bytes/two.bin?size=200000")
+        #expect(
+            try await DLProcess.run(["-q", whole.absoluteString], in: work, environment: ["DL_FIRST_REQUEST_CUT": ""])
+                .status == 0)
+        #expect(
+            try await DLProcess.run(["-q", short.absoluteString], in: work, environment: ["DL_FIRST_REQUEST_CUT": "0"])
+                .status == 0)
+        let ranges = { (path: String) in self.server.requests.filter { $0.path == path }.map(\.range) }
+        #expect(ranges("/bytes/one.bin") == ["bytes=0-4194303"])
+        #expect(ranges("/bytes/two.bin") == ["bytes=0-16383", "bytes=16384-199999"])
+        #expect(try md5(work.appendingPathComponent("one.bin")) == content("one.bin", 200_000))
+    }
+
     @Test("-O - streams the verified file to stdout; a wrong digest exits 1 saying the bytes were already written")
     func standardOutput() async throws {
         // At 2 MB/s the file takes 1.5 s: its bytes reach stdout while it downloads, before the digest is known.
         let url = server.url("/bytes/piped.tar?size=3000000&rate=2000000")
-        let outcome = try await DLProcess.run(["-O", "-", url.absoluteString], in: work)
+        // dl's default first request (a whole window, cut short when slow: at 2 MB/s it is cut, and the file
+        // continues on a new connection while the stream follows it).
+        let production = ["DL_FIRST_REQUEST_CUT": "1"]
+        let outcome = try await DLProcess.run(["-O", "-", url.absoluteString], in: work, environment: production)
         #expect(outcome.status == 0, "\(outcome.stderr)")
         #expect(outcome.stdoutData.count == 3_000_000)
         #expect(MD5.hash(data: outcome.stdoutData).hexString == content("piped.tar", 3_000_000))
         #expect(entries(work).isEmpty, "no file, no state")
         let wrong = try await DLProcess.run(
-            ["-O", "-", "--md5", String(repeating: "0", count: 32), url.absoluteString], in: work)
+            ["-O", "-", "--md5", String(repeating: "0", count: 32), url.absoluteString], in: work,
+            environment: production)
         #expect(wrong.status == 1 && wrong.stderr.contains("expected 000000"), "\(wrong.stderr)")
         // Whatever reached stdout before the digest was known is announced, by its count, as not to be used (under a
         // heavy load the download can end before dl copied anything: then there is nothing to announce).

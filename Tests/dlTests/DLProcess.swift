@@ -53,7 +53,11 @@ final class DLProcess: @unchecked Sendable {
     ) throws {
         process.executableURL = executable
         process.arguments = arguments
-        if let environment { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
+        // Tests hold a download mid-transfer with a server that pauses after some bytes; a whole first request would
+        // be cut short there and go on without the pause (`FirstRequestBudget`), so dl runs with 16 KiB first
+        // requests unless a test asks for the default (library tests cover the cut).
+        process.environment = ProcessInfo.processInfo.environment.merging(["DL_FIRST_REQUEST_CUT": "0"]) { $1 }
+            .merging(environment ?? [:]) { $1 }
         process.currentDirectoryURL = directory
         process.standardOutput = output
         process.standardError = errors
@@ -142,7 +146,9 @@ final class DLProcess: @unchecked Sendable {
     }
 
     /// Runs `dl` to the end.
-    static func run(_ arguments: [String], in directory: URL) async throws -> Outcome {
-        try await DLProcess(arguments, in: directory).wait()
+    static func run(
+        _ arguments: [String], in directory: URL, environment: [String: String]? = nil
+    ) async throws -> Outcome {
+        try await DLProcess(arguments, in: directory, environment: environment).wait()
     }
 }

@@ -142,8 +142,8 @@ final class DLTrustTests: Sendable {
 
     @Test("A rerun after the resource changed downloads the new version and replaces the file once verified")
     func rerunAfterChange() async throws {
-        // A new version with every GET (a run is one GET): the HEAD before the second run shows version 1.
-        let url = server.url("/bytes/moving.iso?size=300000&change=1")
+        // A new version with every GET: the HEAD before the second run shows version 1.
+        let url = server.url("/bytes/moving.iso?size=300000&change=2")
         let first = try await DLProcess.run(["-P", dir.path, url.absoluteString], in: work)
         #expect(first.status == 0, "\(first.stderr)")
         let second = try await DLProcess.run(["-P", dir.path, url.absoluteString], in: work)

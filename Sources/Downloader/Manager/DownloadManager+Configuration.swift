@@ -53,8 +53,9 @@ extension DownloadManager {
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
         var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
         /// When a run's first request, on a new connection, asks for a whole window (see
-        /// `Transfer.Configuration.firstRequestBudget`). Internal: tests written around short first requests turn it off.
-        var firstRequestBudget = Transfer.Configuration().firstRequestBudget
+        /// `Transfer.Configuration.firstRequestBudget`); `nil`: it asks for 16 KiB. Package: tests written around
+        /// short first requests turn it off, and so does `dl` with `DL_FIRST_REQUEST_CUT=0`.
+        package var firstRequestBudget = Transfer.Configuration().firstRequestBudget
         /// Several connections are used only when at least twice this many bytes are missing
         /// (`Transfer.Configuration`). Internal: tests use small files.
         var minimumSegmentSize = Transfer.Configuration().minimumSegmentSize

@@ -9,7 +9,7 @@
 /// `remaining` at the rate seen: the rest continues on a new connection whose first request is short
 /// (`Transfer.Configuration.firstWindowSize`), and a slow transfer spins for a fraction of a second, not for all of
 /// it. A request that ends within about a second spins while it lasts.
-struct FirstRequestBudget: Sendable, Equatable {
+package struct FirstRequestBudget: Sendable, Equatable {
     /// How long the body is watched before its rate is judged, in nanoseconds. Default a quarter of a second.
     var measuring: UInt64 = 250_000_000
     /// The longest the rest of the request may take at the rate seen for it to go on, in nanoseconds. Default 1 s.
@@ -19,6 +19,13 @@ struct FirstRequestBudget: Sendable, Equatable {
     private var firstReceived: Int64 = 0
     /// Whether the request was judged (it then goes on to its end, or was cut).
     private(set) var isDecided = false
+
+    /// When the request is judged even if no more bytes come (a body that pauses): `measuring` after its first body
+    /// bytes; `nil` before they came or once judged.
+    var judgementTime: UInt64? {
+        guard !isDecided, let firstTime else { return nil }
+        return firstTime + measuring
+    }
 
     /// The defaults.
     init() {}

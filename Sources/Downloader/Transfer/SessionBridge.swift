@@ -233,7 +233,28 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let id = dataTask.taskIdentifier
         guard let sink = openSink(id, received: data.count) else { return }
-        if let end = sink.receive(data: data) { close(taskIdentifier: id, with: end) }
+        if let end = sink.receive(data: data) {
+            close(taskIdentifier: id, with: end)
+        } else if let time = sink.takeCheckTime() {
+            scheduleCheck(id, at: time)
+        }
+    }
+
+    /// Runs the sink's `check(now:)` on the delegate queue at `time` (uptime nanoseconds), if the request is still
+    /// open then: a sink's judgement that must not wait for the next bytes (`TransferSink.takeCheckTime()`).
+    private func scheduleCheck(_ id: Int, at time: UInt64) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let delay = DispatchTimeInterval.nanoseconds(Int(clamping: time > now ? time - now : 0))
+        controlQueue.asyncAfter(deadline: .now() + delay) { [weak self] in
+            self?.delegateQueue.addOperation { [weak self] in
+                guard let self else { return }
+                // Not `openSink`: a check is no activity for the stall watchdog.
+                let sink = state.withLock { state in state.entries[id].flatMap { $0.request.isOpen ? $0.sink : nil } }
+                if let end = sink?.check(now: DispatchTime.now().uptimeNanoseconds) {
+                    close(taskIdentifier: id, with: end)
+                }
+            }
+        }
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {

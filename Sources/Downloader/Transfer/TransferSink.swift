@@ -45,4 +45,15 @@ protocol TransferSink: AnyObject, Sendable {
     /// The request completed (with or without a transport error) and was not closed before.
     /// - Returns: how the request ends.
     func complete(error: (any Error)?) -> RequestEnd
+    /// When, if ever, `check(now:)` must run although no event came (a monotonic time in nanoseconds); asked after
+    /// each event, it answers a time once.
+    func takeCheckTime() -> UInt64?
+    /// The time from `takeCheckTime()` has come.
+    /// - Returns: `nil` to continue, or how the request ends.
+    func check(now: UInt64) -> RequestEnd?
+}
+
+extension TransferSink {
+    func takeCheckTime() -> UInt64? { nil }
+    func check(now: UInt64) -> RequestEnd? { nil }
 }

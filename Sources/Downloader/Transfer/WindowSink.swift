@@ -38,6 +38,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private let sameVersionOnly: Bool
     /// For a run's first request on a new connection, when to cut it short (`nil` once judged, or for any other).
     private var firstRequestBudget: FirstRequestBudget?
+    /// Whether the budget's judgement time was handed to the bridge (`takeCheckTime()`).
+    private var judgementScheduled = false
 
     /// The network side, owned by this sink until the request ends.
     private(set) var position: TransferPosition
@@ -154,19 +156,29 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         if isWholeStream && unwritten > maximumUnwritten { return diskFellBehind() }
         // A grown window while the disk slowed down: the rest comes in windows of the base size.
         if let grownWindowLimit, !isWholeStream, unwritten > grownWindowLimit { return .diskBehind }
-        return spentFirstRequestBudget() ? .cutShort : nil
+        return spentFirstRequestBudget(now: DispatchTime.now().uptimeNanoseconds) ? .cutShort : nil
+    }
+
+    /// The first request's budget is judged a quarter of a second after its first bytes, also when no more came.
+    func takeCheckTime() -> UInt64? {
+        guard !judgementScheduled, let time = firstRequestBudget?.judgementTime else { return nil }
+        judgementScheduled = true
+        return time
+    }
+
+    func check(now: UInt64) -> RequestEnd? {
+        spentFirstRequestBudget(now: now) ? .cutShort : nil
     }
 
     /// Whether this request, a run's first on a new connection, would spin a core for long and ends here
     /// (`FirstRequestBudget`). Only a ranged response of known length is cut: its rest can be asked for.
-    private func spentFirstRequestBudget() -> Bool {
+    private func spentFirstRequestBudget(now: UInt64) -> Bool {
         guard var budget = firstRequestBudget else { return false }
         guard let expectedBodyLength, !isWholeStream else {
             firstRequestBudget = nil
             return false
         }
-        let cut = budget.bodyArrived(
-            received: received, left: expectedBodyLength - received, now: DispatchTime.now().uptimeNanoseconds)
+        let cut = budget.bodyArrived(received: received, left: expectedBodyLength - received, now: now)
         firstRequestBudget = budget.isDecided ? nil : budget
         return cut
     }
