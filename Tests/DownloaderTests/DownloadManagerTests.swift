@@ -128,7 +128,9 @@ final class DownloadManagerTests: Sendable {
     func secondManagerResumes() async throws {
         let first = try makeManager(window: 65_536)
         let names = ["k0", "k1", "k2"]
-        let urls = names.map { server.url("/bytes/\($0)?size=400000&rate=200000") }
+        // Each download's first response pauses after 30,000 bytes: none can finish before the copy, however slow
+        // the machine (a paced rate let one finish first under ThreadSanitizer).
+        let urls = names.map { server.url("/bytes/\($0)?size=400000&stallAfter=30000&stall=60&stallCount=1") }
         let events = await first.events()
         for url in urls { await first.enqueue(url) }
         // Bytes on disk, not just sent: a slow (instrumented) client may lag the server's count by a lot.

@@ -44,6 +44,9 @@ extension TransferTests {
         #expect(result.md5 == TestContent(name: "burst", size: size).md5)
         let requests = gets("burst")
         try #require(requests.count == 3, "\(requests.map(\.range))")
-        #expect(requests[1].range == "bytes=100000-116383", "the rest: a short request on a new connection")
+        // Cut where the bytes had got to (all 100,000, or fewer on a slow machine); the rest starts short.
+        let cut = try #require(requests[1].rangeStart)
+        #expect(cut > 0 && cut <= 100_000 && requests[1].range == "bytes=\(cut)-\(cut + (16 << 10) - 1)")
+        #expect(requests[1].connectionID != requests[0].connectionID, "a new connection")
     }
 }

@@ -48,9 +48,12 @@ final class SnippetsTests: Sendable {
 
     @Test("Resume after a restart: a second manager continues by Range")
     func resume() async throws {
-        // The short first request, then a window that stalls after 1 MB: the download is unfinished when it stops.
+        // A short first request, then a window that stalls after 1 MB: the download is unfinished when it stops. (A
+        // whole first request would be cut short at the pause and go on without it: `FirstRequestBudget`.)
         let url = server.url("/bytes/resumed?size=3000000&stallAfter=1000000&stall=60&stallCount=2")
-        let first = try DownloadManager(configuration: .init(directory: workspace.directory))
+        var configuration = DownloadManager.Configuration(directory: workspace.directory)
+        configuration.firstRequestBudget = nil
+        let first = try DownloadManager(configuration: configuration)
         await first.enqueue(url)
         #expect(await server.waitUntil { $0.bodyBytesSent >= 1_000_000 + 16_384 })
         await first.suspend(url)
