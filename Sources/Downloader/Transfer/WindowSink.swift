@@ -156,6 +156,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         if isWholeStream && unwritten > maximumUnwritten { return diskFellBehind() }
         // A grown window while the disk slowed down: the rest comes in windows of the base size.
         if let grownWindowLimit, !isWholeStream, unwritten > grownWindowLimit { return .diskBehind }
+        // The clock is read only while a first request's budget is being judged, not for every chunk of every request.
+        guard firstRequestBudget != nil else { return nil }
         return spentFirstRequestBudget(now: DispatchTime.now().uptimeNanoseconds) ? .cutShort : nil
     }
 
