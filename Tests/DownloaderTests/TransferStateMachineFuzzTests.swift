@@ -60,19 +60,21 @@ struct TransferStateMachineFuzzTests {
                 (action, accepted) = answer(window, machine: &machine, random: &random)
             case .fetchSegments:
                 seen["segments", default: 0] += 1
-                var after = machine.position
-                let outcome: Transfer.SegmentsOutcome
-                switch Int.random(in: 0..<4, using: &random) {
-                case 0:
-                    after.resume(at: after.metadata.totalLength ?? after.offset)
-                    after.written = nil
-                    outcome = .finished
-                case 1: outcome = .fallBack(reason: "Range ignored")
-                case 2: outcome = .failed(.connectionFailed(url, reason: "reset"))
-                default: outcome = .cancelled
+                // Each connection's window ends at random (`TransferStateMachineSegmentsTests` checks their rules).
+                var pending = machine.startSegments()
+                while !pending.isEmpty {
+                    switch pending.removeFirst() {
+                    case .request(let connection, let range, _, _):
+                        let (end, received) = TransferStateMachineSegmentsTests.randomEnd(range, random: &random)
+                        pending += machine.segmentEnded(connection: connection, end: end, received: received)
+                    case .waitForDisk(let connection, _):
+                        pending += machine.segmentDiskPassed(connection: connection, failure: nil)
+                    case .warn, .cancelRequests:
+                        break
+                    }
                 }
-                accepted = after.offset
-                action = machine.segmentsEnded(outcome, position: after)
+                action = machine.segmentsEnded()
+                accepted = machine.position.offset
             case .waitForDisk, .drainThenCheckpoint:
                 seen[action.kind, default: 0] += 1
                 let fails = Int.random(in: 0..<40, using: &random) == 0

@@ -71,7 +71,8 @@ extension Transfer.StateMachine {
         case proceed
         /// Send this GET; `requestEnded(_:report:)`.
         case request(Window)
-        /// Fetch every missing byte over several connections; `segmentsEnded(_:position:)`.
+        /// Fetch every missing byte over several connections: `startSegments()`, then its events until every connection
+        /// is idle; `segmentsEnded()`.
         case fetchSegments(connections: Int)
         /// Empty the partial file and the hash (`DiskCommand.startOver`) and save this metadata; then `proceed`.
         case startOver(announced: [Checksum], metadata: ResourceMetadata)

@@ -47,6 +47,9 @@ extension Transfer {
         /// (`Window.cutWhenSlow`).
         private var sentRequest = false
         private var state = State.ready
+        /// The segmented fetch under way after `.fetchSegments` (changed only by its events,
+        /// `Transfer+StateMachine+Segments.swift`).
+        var segments: Segments?
 
         /// Whether the machine ended (stopped, failed or handed over the verified file); no event requests anything
         /// after that.
@@ -229,16 +232,16 @@ extension Transfer.StateMachine {
         return endsAfter ? .verify : .proceed
     }
 
-    /// The segmented fetch of the last `.fetchSegments` ended.
-    /// - Parameters:
-    ///   - outcome: how it ended.
-    ///   - position: the position after it (whole when it finished).
-    mutating func segmentsEnded(_ outcome: Transfer.SegmentsOutcome, position: TransferPosition) -> Action {
-        guard state == .segments else { return unexpected("segmentsEnded") }
-        self.position = position
+    /// Every connection of the segmented fetch is idle: it ended (`Segments.outcome`, else every byte arrived).
+    mutating func segmentsEnded() -> Action {
+        guard state == .segments, let run = segments, run.busy.isEmpty else { return unexpected("segmentsEnded") }
+        segments = nil
         state = .ready
-        switch outcome {
+        switch run.outcome ?? .finished {
         case .finished:
+            guard run.plan.isComplete else { return stop(.stop(.cancelled(url))) }
+            position.resume(at: position.metadata.totalLength ?? position.offset)
+            position.written = nil
             state = .verifying
             return .verify
         case .fallBack(let reason):
@@ -278,6 +281,9 @@ extension Transfer.StateMachine {
 // MARK: - Rules
 
 extension Transfer.StateMachine {
+    /// Whether a segmented fetch was asked for (`.fetchSegments`) and has not ended.
+    var isFetchingSegments: Bool { state == .segments }
+
     /// The URLs segments are spread over: the source in use, then the mirrors after it (`nil`: the URL itself).
     var segmentSources: [URL?] {
         (source..<sources.count).map { $0 == 0 ? nil : sources[$0] }

@@ -161,12 +161,9 @@ final class Transfer: Sendable {
                     action = .proceed
                 case .request(let window):
                     (action, halfway) = try await send(window, job: job, machine: &machine)
-                case .fetchSegments(let connections):
-                    var position = machine.position
-                    let outcome = await fetchSegments(
-                        job, position: &position, connections: connections, sources: machine.segmentSources)
+                case .fetchSegments:
+                    action = await fetchSegments(job, machine: &machine)
                     halfway = nil
-                    action = machine.segmentsEnded(outcome, position: position)
                 case .waitForDisk(let checkpoint):
                     if let checkpoint { job.send(.checkpoint(checkpoint)) }
                     // Memory stays bounded: the next request starts once the disk is past the middle of this window,
