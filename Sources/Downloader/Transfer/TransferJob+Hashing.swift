@@ -25,8 +25,10 @@ extension TransferJob {
             case .bytes(let chunk):
                 if hash != nil { chunk.withUnsafeBytes { hash!.update(bufferPointer: $0) } }
                 hashedOffset += Int64(chunk.count)
-                hashBacklog.withLock { $0 -= Int64(chunk.count) }
-                changeBuffered(by: -Int64(chunk.count))
+                shared.withLock {
+                    $0.hashBacklog -= Int64(chunk.count)
+                    $0.changeBuffered(by: -Int64(chunk.count))
+                }
             case .fromFile(let count):
                 guard failure == nil else { return }
                 hashRange(from: hashedOffset, to: hashedOffset + count, memory: Data())

@@ -57,21 +57,35 @@ final class TransferJob: @unchecked Sendable {
     /// Syncs the partial file and then saves the state that counts its bytes, in order (see `saveCheckpoint`).
     let durable = DispatchQueue(label: "Downloader.TransferJob.durable")
 
-    /// The first write or checkpoint error. Commands after it are dropped (fences still open).
-    private let error = Locked<DownloadError?>(nil)
-    /// Commands sent and not yet taken by the disk queue, whether a drain is scheduled on it, and the bytes of the
-    /// writes among them and being written.
-    private let inbox = Locked((commands: [DiskCommand](), scheduled: false, unwritten: Int64(0)))
-    /// Bytes sent and not yet written and hashed (or handed over as a count): the memory the pipeline holds, and the
-    /// most there ever were.
-    private let buffered = Locked((now: Int64(0), peak: Int64(0)))
-    /// Bytes handed to the hasher in memory and not yet hashed.
-    let hashBacklog = Locked<Int64>(0)
-    /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls behind
-    /// the network (see `WindowSizing`).
-    private let readBack = Locked<Int64>(0)
+    /// What the network side and both stages share: the job's one lock-protected state.
+    struct Shared: Sendable {
+        /// The first write or checkpoint error. Commands after it are dropped (fences still open).
+        var failure: DownloadError?
+        /// Commands sent and not yet taken by the disk queue.
+        var commands: [DiskCommand] = []
+        /// Whether a drain of `commands` is scheduled on the disk queue.
+        var scheduled = false
+        /// Bytes of the writes among `commands` and being written.
+        var unwritten: Int64 = 0
+        /// Bytes sent and not yet written and hashed (or handed over as a count): the memory the pipeline holds, and
+        /// the most there ever were.
+        var buffered: Int64 = 0
+        var peakBuffered: Int64 = 0
+        /// Bytes handed to the hasher in memory and not yet hashed.
+        var hashBacklog: Int64 = 0
+        /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls
+        /// behind the network (see `WindowSizing`).
+        var readBack: Int64 = 0
+
+        /// Counts `count` more bytes held in memory (fewer when negative).
+        mutating func changeBuffered(by count: Int64) {
+            buffered += count
+            peakBuffered = max(peakBuffered, buffered)
+        }
+    }
+    let shared = Locked(Shared())
     /// Bytes the hasher had to read back from the file so far (any thread).
-    var readBackBytes: Int64 { readBack.withLock { $0 } }
+    var readBackBytes: Int64 { shared.withLock { $0.readBack } }
 
     // Disk queue.
     var writer: FileWriter?
@@ -121,13 +135,13 @@ final class TransferJob: @unchecked Sendable {
     }
 
     /// The first disk error, if any (any thread).
-    var failure: DownloadError? { error.withLock { $0 } }
+    var failure: DownloadError? { shared.withLock { $0.failure } }
 
     /// The most bytes that were ever sent and not yet written and hashed: the memory the pipeline held.
-    var peakBufferedBytes: Int64 { buffered.withLock { $0.peak } }
+    var peakBufferedBytes: Int64 { shared.withLock { $0.peakBuffered } }
 
     /// Bytes sent to be written and not yet in the file (any thread).
-    var unwrittenBytes: Int64 { inbox.withLock { $0.unwritten } }
+    var unwrittenBytes: Int64 { shared.withLock { $0.unwritten } }
 
     // MARK: - Network side
 
@@ -142,12 +156,12 @@ final class TransferJob: @unchecked Sendable {
         var count: Int64 = 0
         if case .write(let data) = command { count = Int64(data.count) }
         if case .writeAt(let data, _) = command { count = Int64(data.count) }
-        if count > 0 { changeBuffered(by: count) }
-        let wake = inbox.withLock { inbox -> Bool in
-            inbox.commands.append(command)
-            inbox.unwritten += count
-            defer { inbox.scheduled = true }
-            return !inbox.scheduled
+        let (wake, failure) = shared.withLock { shared -> (Bool, DownloadError?) in
+            shared.changeBuffered(by: count)
+            shared.commands.append(command)
+            shared.unwritten += count
+            defer { shared.scheduled = true }
+            return (!shared.scheduled, shared.failure)
         }
         if wake { disk.async { [self] in drainInbox() } }
         return failure
@@ -177,26 +191,23 @@ final class TransferJob: @unchecked Sendable {
     // MARK: - Disk queue
 
     func changeBuffered(by count: Int64) {
-        buffered.withLock { buffered in
-            buffered.now += count
-            buffered.peak = max(buffered.peak, buffered.now)
-        }
+        shared.withLock { $0.changeBuffered(by: count) }
     }
 
     func fail(_ failure: DownloadError) {
-        error.withLock { if $0 == nil { $0 = failure } }
+        shared.withLock { if $0.failure == nil { $0.failure = failure } }
     }
 
     /// Carries out every command waiting in the inbox, in order; consecutive writes reach the hasher as one batch.
     private func drainInbox() {
         while true {
-            let commands = inbox.withLock { inbox -> [DiskCommand]? in
-                guard !inbox.commands.isEmpty else {
-                    inbox.scheduled = false
+            let commands = shared.withLock { shared -> [DiskCommand]? in
+                guard !shared.commands.isEmpty else {
+                    shared.scheduled = false
                     return nil
                 }
-                defer { inbox.commands.removeAll(keepingCapacity: true) }
-                return inbox.commands
+                defer { shared.commands.removeAll(keepingCapacity: true) }
+                return shared.commands
             }
             guard let commands else { return }
             var batch: [HashPiece] = []
@@ -212,8 +223,10 @@ final class TransferJob: @unchecked Sendable {
                 case .write: break
                 case .writeAt(let data, let at):
                     write(data, at: at)
-                    inbox.withLock { $0.unwritten -= Int64(data.count) }
-                    changeBuffered(by: -Int64(data.count))
+                    shared.withLock {
+                        $0.unwritten -= Int64(data.count)
+                        $0.changeBuffered(by: -Int64(data.count))
+                    }
                 case .startOver(let announced):
                     guard failure == nil else { continue }
                     hasher.sync { resetHash(announced: announced) }
@@ -254,7 +267,7 @@ final class TransferJob: @unchecked Sendable {
         defer { writes.removeAll(keepingCapacity: true) }
         let count = writes.reduce(Int64(0)) { $0 + Int64($1.count) }
         // Still unwritten while they are being written: the network side's cap covers this batch too.
-        defer { inbox.withLock { $0.unwritten -= count } }
+        defer { shared.withLock { $0.unwritten -= count } }
         var written: Int64 = 0
         if failure == nil {
             do throws(DownloadError) {
@@ -286,15 +299,16 @@ final class TransferJob: @unchecked Sendable {
     /// back from the file (the memory is released now).
     private func piece(for data: Data) -> HashPiece {
         let count = Int64(data.count)
-        let inMemory = hashBacklog.withLock { backlog -> Bool in
-            guard backlog + count <= hashBacklogLimit else { return false }
-            backlog += count
+        let inMemory = shared.withLock { shared -> Bool in
+            guard shared.hashBacklog + count <= hashBacklogLimit else {
+                shared.readBack += count
+                shared.changeBuffered(by: -count)
+                return false
+            }
+            shared.hashBacklog += count
             return true
         }
-        if inMemory { return .bytes(data) }
-        readBack.withLock { $0 += count }
-        changeBuffered(by: -count)
-        return .fromFile(count)
+        return inMemory ? .bytes(data) : .fromFile(count)
     }
 
     /// Runs `body` on the bytes of `data`, keeping the typed error (`withUnsafeBytes` rethrows untyped).
