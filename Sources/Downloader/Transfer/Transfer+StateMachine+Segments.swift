@@ -18,9 +18,7 @@ extension Transfer.StateMachine {
         fileprivate(set) var busy: Set<Int> = []
         /// The first end that is not a success (`nil`: all well so far); no new window starts after it.
         fileprivate(set) var outcome: Transfer.SegmentsOutcome?
-        /// The `If-Range` value every window sends.
-        let ifRange: String?
-        /// The metadata saved after every window.
+        /// The version fetched: saved after every window, its validator sent as `If-Range` with each.
         let metadata: ResourceMetadata
     }
 
@@ -54,8 +52,7 @@ extension Transfer.StateMachine {
         // Connections take the next window in file order: bytes arrive nearly in order, so the digest follows the
         // watermark during the transfer (`SegmentPlan`).
         segments = Segments(
-            plan: SegmentPlan(missing: missing, window: window), sources: segmentSources,
-            ifRange: metadata.validators.ifRange, metadata: metadata)
+            plan: SegmentPlan(missing: missing, window: window), sources: segmentSources, metadata: metadata)
         return (0..<connections).compactMap { segments!.next(for: $0) }
     }
 
@@ -77,29 +74,28 @@ extension Transfer.StateMachine {
                 "mirror \(run.sources[source]?.redactedAbsoluteString ?? "") left out of the segments: \(end)")
             return [warning] + (run.next(for: connection).map { [$0] } ?? [])
         }
-        let range = run.plan.inFlight[connection].map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? ""
-        if case .finished = end {
+        let outcome: Transfer.SegmentsOutcome
+        switch end {
+        case .finished:
             run.plan.finished(connection)
             run.busy.insert(connection)
             // Memory stays bounded per connection, as on one: the next window once the disk is past this one's
             // middle.
             return [.waitForDisk(connection: connection, checkpoint: run.metadata)]
+        case .restartFromZero(let reason), .wholeWithoutRanges(let reason), .unreliableETag(let reason):
+            outcome = .fallBack(reason: reason)
+        case .unsatisfiable:
+            let range = run.plan.inFlight[connection].map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? ""
+            outcome = .fallBack(reason: "the server cannot serve bytes \(range)")
+        case .failed(let error):
+            outcome = .failed(error)
+        case .diskBehind, .cutShort:  // only a whole-file or window response ends so; a segment is never one
+            outcome = .failed(.invalidResponse(url, reason: "a segment was answered with a whole file"))
+        case .cancelled:
+            outcome = .cancelled
         }
         run.plan.failed(connection, received: received)
-        switch end {
-        case .finished:
-            return []
-        case .restartFromZero(let reason), .wholeWithoutRanges(let reason), .unreliableETag(let reason):
-            return run.end(.fallBack(reason: reason))
-        case .unsatisfiable:
-            return run.end(.fallBack(reason: "the server cannot serve bytes \(range)"))
-        case .failed(let error):
-            return run.end(.failed(error))
-        case .diskBehind, .cutShort:  // only a whole-file or window response ends so; a segment is never one
-            return run.end(.failed(.invalidResponse(url, reason: "a segment was answered with a whole file")))
-        case .cancelled:
-            return run.end(.cancelled)
-        }
+        return run.end(outcome)
     }
 
     /// The disk passed the middle of a connection's last window (after `.waitForDisk(connection:checkpoint:)`).
@@ -124,7 +120,8 @@ extension Transfer.StateMachine.Segments {
         let source = usable[connection % usable.count]
         sourceInFlight[connection] = source
         busy.insert(connection)
-        return .request(connection: connection, range: range, target: sources[source], ifRange: ifRange)
+        return .request(
+            connection: connection, range: range, target: sources[source], ifRange: metadata.validators.ifRange)
     }
 
     /// Records how the fetch ends, once: after a failure the other connections finish their windows (bytes in flight
