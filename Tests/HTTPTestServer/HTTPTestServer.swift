@@ -354,6 +354,7 @@ public final class HTTPTestServer: Sendable {
             beforeChunk?(bodyStart + sent)
             if let stall = response.stall, !stalled, sent >= stall.after {
                 stalled = true
+                update { $0.statistics.stallsBegun += 1 }
                 guard pause(seconds: stall.seconds, watching: fd) else { return false }
             }
             var count = min(chunkCapacity, limit - sent)

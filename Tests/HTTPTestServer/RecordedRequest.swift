@@ -58,6 +58,8 @@ public struct ServerStatistics: Sendable {
     public internal(set) var bodyBytesSent: Int64 = 0
     /// Connections accepted in all.
     public internal(set) var connectionsAccepted = 0
+    /// Responses that reached their `stallAfter` and paused, in all.
+    public internal(set) var stallsBegun = 0
 
     /// The requests whose path (without query) is `path`.
     public func requests(path: String) -> [RecordedRequest] {

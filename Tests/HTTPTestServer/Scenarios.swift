@@ -274,8 +274,11 @@ enum Router {
         {
             response.gate = (gate, max(1, int("gateSize") ?? 1))
         }
-        // stallAfter=N&stall=S: pause S seconds after N body bytes; with stallCount=K only the first K GETs stall.
-        if isGet, let after = int("stallAfter"), int("stallCount").map({ fireStall() < $0 }) ?? true {
+        // stallAfter=N&stall=S: pause S seconds after N body bytes; with stallCount=K only the first K GETs stall. With
+        // stallReached=1 a GET whose body ends before N (it could not stall) is not one of the K.
+        if isGet, let after = int("stallAfter"), options["stallReached"] != "1" || response.body.count > after,
+            int("stallCount").map({ fireStall() < $0 }) ?? true
+        {
             response.stall = (after, Double(options["stall"] ?? "") ?? 5)
         }
         // trickleAfter=N: after N body bytes, 16 bytes every 10 ms (the rest of a large body takes hours).

@@ -140,6 +140,16 @@ final class HTTPTestServerTests {
         #expect(server.requests.count == 2)
     }
 
+    @Test("stallReached: a GET too short to reach the stall is not counted, so the next long one still stalls")
+    func stallReached() throws {
+        let target = "/bytes/sr?size=3000&stallAfter=1000&stall=0.4&stallCount=1&stallReached=1"
+        let short = try RawHTTPClient(port: server.port).send("GET", target, headers: ["Range": "bytes=0-499"])
+        #expect(short.body.count == 500)
+        let start = Date()
+        let long = try RawHTTPClient(port: server.port).send("GET", target)
+        #expect(long.body.count == 3000 && Date().timeIntervalSince(start) >= 0.35)
+    }
+
     @Test("closeBeforeResponse closes the first K connections without a byte of response")
     func closeBeforeResponse() throws {
         let target = "/bytes/cb?size=100&closeBeforeResponse=1"

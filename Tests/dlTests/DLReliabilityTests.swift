@@ -62,18 +62,22 @@ final class DLReliabilityTests: Sendable {
         let kills = 4
         let size = 600_000
         var random = SeededGenerator(seed: 7)
-        // Each file's response stalls once per run, after a seeded random number of bytes: every kill lands while all
-        // ten transfers are mid-way, whatever the machine's load; after `kills` runs no stall is left.
+        // Each file's response stalls once per run, after a seeded random number of bytes, and each kill waits until
+        // all ten have stalled: every kill lands while all ten transfers are mid-way, whatever the machine's load;
+        // after `kills` runs no stall is left. A run's short first request (16 KiB, before any stall) is not counted
+        // (`stallReached`): counted, it used up the stalls after two runs, and the later kills landed wherever whole
+        // files were streaming.
         let stalls = (0..<10).map { _ in Int.random(in: 20_000...100_000, using: &random) }
         let names = (0..<10).map { "loop\($0)" }
         let urls = zip(names, stalls).map { name, stall in
-            server.url("/bytes/\(name)?size=\(size)&stallAfter=\(stall)&stall=60&stallCount=\(kills)").absoluteString
+            server.url("/bytes/\(name)?size=\(size)&stallAfter=\(stall)&stall=60&stallCount=\(kills)&stallReached=1")
+                .absoluteString
         }
-        let perRun = Int64(stalls.reduce(0, +))
         for kill in 0..<kills {
-            let before = server.statistics.bodyBytesSent
+            let before = server.statistics.stallsBegun
             let process = try DLProcess(["--dir", dir.path, "--quiet", "--max-active", "10"] + urls, in: work)
-            #expect(await process.send(SIGKILL, when: server) { $0.bodyBytesSent >= before + perRun }, "kill \(kill)")
+            #expect(
+                await process.send(SIGKILL, when: server) { $0.stallsBegun >= before + names.count }, "kill \(kill)")
             let outcome = await process.wait()
             #expect(outcome.status == 128 + SIGKILL)
             let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
