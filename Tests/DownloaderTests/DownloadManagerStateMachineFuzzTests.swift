@@ -32,6 +32,8 @@ struct DownloadManagerStateMachineFuzzTests {
         var verifications: [(key: Int, expectation: Checksum)] = []
         var published: [Int: DownloadState] = [:]
         var shutDownReports = 0
+        /// Requests refused because their expectation contradicted the download's own.
+        var refusals = 0
         /// How often each kind of action was seen: the run must have exercised every path it claims to check.
         var seen: [String: Int] = [:]
 
@@ -60,6 +62,8 @@ struct DownloadManagerStateMachineFuzzTests {
                 model.seen["replacement", default: 0] += 1
             }
             if case .fail(_, _, .mismatch) = action { model.seen["mismatch", default: 0] += 1 }
+            if case .fail(_, _, .conflict) = action { model.seen["conflict", default: 0] += 1 }
+            if case .warn(_, .conflict) = action { model.seen["conflict", default: 0] += 1 }
             switch action {
             case .start(let key, let generation, _):
                 #expect(model.running[key] == nil, "two generations of \(key) running: \(context)")
@@ -103,7 +107,7 @@ struct DownloadManagerStateMachineFuzzTests {
                 model.queue[key] = nil
             case .shutDownCompleted:
                 model.shutDownReports += 1
-            case .adoptOptions, .recordFailure:
+            case .adoptOptions, .recordFailure, .warn:
                 break
             }
         }
@@ -127,7 +131,7 @@ struct DownloadManagerStateMachineFuzzTests {
         }
         for kind in [
             "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
-            "mismatch",
+            "mismatch", "warn", "conflict",
         ] {
             #expect(
                 seen[kind, default: 0] >= (runsUnderSanitizer ? 10 : 50),
@@ -169,24 +173,38 @@ struct DownloadManagerStateMachineFuzzTests {
                 let expectation =
                     Int.random(in: 0..<3, using: &random) == 0 ? Self.checksums.randomElement(using: &random) : nil
                 let priority = Int.random(in: 0..<3, using: &random)
-                switch machine.phase(of: key) {
-                case .queued:
-                    // A higher priority moves a waiting download: a new place in the queue.
-                    if priority > (model.priorities[key] ?? 0) {
-                        model.priorities[key] = priority
-                        model.sequence += 1
-                        model.queue[key] = (priority, model.sequence)
-                    }
-                case .running, .stopping:
-                    break  // joins: the running download keeps its priority
-                case nil, .idle, .suspended, .failed, .completed:
-                    model.priorities[key] = priority
-                }
+                let phase = machine.phase(of: key)
                 let intact = Int.random(in: 0..<5, using: &random) != 0
                 context = "seed \(seed) step \(step): request \(key) waiter \(waiter.map(String.init) ?? "-")"
                 actions = machine.request(
                     key, expectation: expectation, priority: priority, waiter: waiter,
                     completedFileIsIntact: intact && model.files[key] == 1)
+                let refused = actions.contains {
+                    switch $0 {
+                    case .fail(_, _, .conflict), .warn(_, .conflict): return true
+                    default: return false
+                    }
+                }
+                if refused {
+                    #expect(actions.count == 1, "a refused request changed the download: \(context) → \(actions)")
+                    model.refusals += 1
+                } else {
+                    switch phase {
+                    case .queued:
+                        // A higher priority moves a waiting download: a new place in the queue.
+                        if priority > (model.priorities[key] ?? 0) {
+                            model.priorities[key] = priority
+                            model.sequence += 1
+                            model.queue[key] = (priority, model.sequence)
+                        }
+                    case .running, .stopping:
+                        break  // joins: the running download keeps its priority
+                    case nil:
+                        model.priorities[key] = priority
+                    case .idle, .suspended, .failed, .completed:
+                        if priority != 0 { model.priorities[key] = priority }  // 0 is unset: the download keeps its own
+                    }
+                }
             case 30..<40:
                 context = "seed \(seed) step \(step): suspend \(key)"
                 actions = machine.suspend(key)
@@ -273,6 +291,7 @@ struct DownloadManagerStateMachineFuzzTests {
         case .discardFiles: "discardFiles"
         case .forget: "forget"
         case .shutDownCompleted: "shutDownCompleted"
+        case .warn: "warn"
         }
     }
 

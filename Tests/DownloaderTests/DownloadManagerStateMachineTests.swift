@@ -19,7 +19,7 @@ struct DownloadManagerStateMachineTests {
     func requestStartComplete() {
         var machine = Machine(limit: 1, prioritization: .fifo)
         let first = machine.request("a", expectation: nil, waiter: 1, completedFileIsIntact: false)
-        #expect(first.contains(.adoptOptions("a")) && first.contains(.publish("a", .queued)))
+        #expect(first.contains(.adoptOptions("a", fresh: true)) && first.contains(.publish("a", .queued)))
         #expect(starts(first) == [1] && machine.slotsInUse == 1)
         let second = machine.request("b", expectation: nil, waiter: 2, completedFileIsIntact: false)
         #expect(starts(second).isEmpty && machine.state(of: "b") == .queued)
@@ -78,7 +78,9 @@ struct DownloadManagerStateMachineTests {
             return
         }
         #expect(start == .init(expectation: Self.md5B, replacesCompletedFile: true))
-        #expect(!again.contains(.adoptOptions("a")), "the completed download keeps its options")
+        #expect(
+            !again.contains(where: { if case .adoptOptions = $0 { true } else { false } }),
+            "the completed download keeps its options")
         // The new version does not match either: the old file stays completed, the caller gets the error.
         let failure = DownloadError.checksumMismatch
         let ended = machine.transferEnded("a", generation: generation, .failed(failure))
@@ -149,7 +151,7 @@ struct DownloadManagerStateMachineTests {
         #expect(removed == [.fail([1], "a", .removed), .forget("a"), .cancel("a", 1)])
         #expect(machine.state(of: "a") == nil && machine.slotsInUse == 1)
         let again = machine.request("a", expectation: nil, waiter: 2, completedFileIsIntact: false)
-        #expect(again == [.adoptOptions("a"), .publish("a", .downloading)])
+        #expect(again == [.adoptOptions("a", fresh: true), .publish("a", .downloading)])
         let ended = machine.transferEnded("a", generation: 1, .completed(Self.md5B))
         #expect(ended.first == .discardFiles("a", producedBy: 1, includingCompletedFile: true))
         #expect(starts(ended) == [2] && !machine.hasCompletedFile("a"))

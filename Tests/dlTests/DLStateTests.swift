@@ -57,6 +57,25 @@ final class DLStateTests: Sendable {
         #expect(entries() == ["shared"])
     }
 
+    @Test("--list shows the bytes on disk of a suspended 50 MiB download (issue #32: it showed 0)")
+    func listShowsBytesOnDisk() async throws {
+        let size = 50 << 20
+        let url = server.url("/bytes/half?size=\(size)&stallAfter=\(1 << 20)&stall=60&stallCount=1&stallReached=1")
+        let running = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)
+        #expect(await running.send(SIGINT, when: server) { $0.stallsBegun >= 1 })
+        #expect(await running.wait().status == 130)
+        let partial = try #require(
+            (FileManager.default.enumerator(atPath: dir.appendingPathComponent(".dl").path)?.allObjects as? [String])?
+                .first { $0.hasSuffix(".part") })
+        let onDisk = try #require(
+            FileManager.default.attributesOfItem(atPath: dir.appendingPathComponent(".dl/\(partial)").path)[.size]
+                as? Int)
+        #expect(onDisk > 0)
+        let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
+        #expect(list.status == 0)
+        #expect(list.stdout.hasPrefix("suspended\t\(onDisk)/\(size)\t"), "\(list.stdout)")
+    }
+
     @Test("Two dl processes with overlapping lists of small files: every printed path is verified, no (1) copies")
     func overlappingProcesses() async throws {
         let urls = (0..<120).map { server.url("/bytes/o\($0)?size=3000&rate=300000").absoluteString }

@@ -9,8 +9,10 @@ extension DownloadManager {
     func apply(_ actions: [Machine.Action], requestOptions: DownloadOptions? = nil) {
         for action in actions {
             switch action {
-            case .adoptOptions(let url):
-                adoptOptions(url, requestOptions)
+            case .adoptOptions(let url, let fresh):
+                adoptOptions(url, requestOptions, fresh: fresh)
+            case .warn(let url, let failure):
+                emit(.warning(url, reason: error(for: failure, of: url).reason))
             case .publish(let url, let state):
                 publish(url, state)
             case .recordFailure(let url, let error):
@@ -46,12 +48,13 @@ extension DownloadManager {
 
     // MARK: - Receipts
 
-    /// The request's options become the download's; a download whose completed file is no longer its own points at
-    /// its partial file again.
-    private func adoptOptions(_ url: URL, _ options: DownloadOptions?) {
+    /// The request's options become the download's (see `DownloadOptions.merged(into:)`); a download whose
+    /// completed file is no longer its own points at its partial file again.
+    private func adoptOptions(_ url: URL, _ options: DownloadOptions?, fresh: Bool) {
         guard var record = book[url] else { return }
-        if let options { record.options = options }
-        if completedFiles[url] != nil && !machine.hasCompletedFile(url) {
+        if let options { record.options = fresh ? options : options.merged(into: record.options) }
+        if let stale = completedFiles[url], !machine.hasCompletedFile(url) {
+            directory.claims.release(stale.url, of: url)  // gone: the name is free for any download
             let fresh = freshReceipt(for: url)
             record.receipt.fileURL = fresh.fileURL
             record.receipt.filename = fresh.filename
@@ -64,9 +67,11 @@ extension DownloadManager {
     }
 
     /// Sets the public state: speed and ETA only while downloading, the error only while failed. (The bytes written
-    /// change only while a transfer runs: the ticker and the transfer's end keep them true.)
+    /// change only while a transfer runs: the ticker and the transfer's end keep them true.) One event per change: a
+    /// state that is already the receipt's is not announced again (what else changed is `.progress`).
     private func publish(_ url: URL, _ state: DownloadState) {
         guard var record = book[url] else { return }
+        let before = record.receipt
         record.receipt.state = state
         if state == .completed, let completed = completedFiles[url] {
             // Also after a replacement that failed: the receipt describes the file that is still there.
@@ -82,6 +87,13 @@ extension DownloadManager {
         if state != .failed && state != .completed { record.receipt.error = nil }
         book[url] = record
         if state.isResting { endProgress(url) }
+        guard before.state != state else {
+            if before != record.receipt {
+                emit(.progress(record.receipt))
+                persist(url)
+            }
+            return
+        }
         changed(url)
     }
 
@@ -98,6 +110,9 @@ extension DownloadManager {
         record.receipt.verification = transfer.verification
         record.receipt.error = nil
         record.suggestedFilename = transfer.suggestedFilename
+        if let earlier = completedFiles[url], earlier.url != transfer.fileURL {
+            directory.claims.release(earlier.url, of: url)  // the file at an earlier destination stays the user's
+        }
         completedFiles[url] = CompletedFile(url: transfer.fileURL, length: transfer.length)
         book[url] = record
     }
@@ -116,11 +131,12 @@ extension DownloadManager {
         let fileWork = self.fileWork
         let journal = self.journal
         let placementOptions = record.options
+        let expectations = machine.expectations(of: url)
         // Recorded before the verified file moves, so that a crash during the move is recognised at the next start.
         let willPlace: @Sendable (URL, Int64, Checksum?, String?) -> Void = { file, length, checksum, suggested in
             let entry = JournalEntry(
-                placing: url, options: placementOptions, name: file.lastPathComponent, length: length,
-                checksum: checksum, suggested: suggested)
+                placing: url, options: placementOptions, expectations: expectations, name: file.lastPathComponent,
+                length: length, checksum: checksum, suggested: suggested)
             journal?.appendNow([.put(entry)])
         }
         let task = Task.detached { [weak self] in
@@ -141,11 +157,22 @@ extension DownloadManager {
     private func transferEnded(
         _ url: URL, generation: Machine.Generation, _ end: Machine.TransferEnd, result: TransferResult?
     ) {
-        if transfers[url]?.generation == generation { transfers[url] = nil }
+        var total: Int64?
+        if let ended = transfers[url], ended.generation == generation {
+            total = ended.box.current.total
+            transfers[url] = nil
+        }
         if let result { results[url] = (generation, result) }
-        if result == nil, !machine.hasCompletedFile(url) {
+        if result == nil, !machine.hasCompletedFile(url), var receipt = book[url]?.receipt {
             // What the stopped transfer left on disk, for the receipt (a completed file reports its own length).
-            book[url]?.receipt.totalBytesWritten = PartialFiles(folder: directory.state, url: url).partialSize ?? 0
+            let before = receipt
+            receipt.totalBytesWritten = PartialFiles(folder: directory.state, url: url).partialSize ?? 0
+            if let total { receipt.totalBytesExpectedToWrite = total }
+            book[url]?.receipt = receipt
+            if receipt != before {
+                emit(.progress(receipt))
+                persist(url)
+            }
         }
         apply(machine.transferEnded(url, generation: generation, end))
         if results[url]?.generation == generation { results[url] = nil }
@@ -176,6 +203,7 @@ extension DownloadManager {
 
     private func verifiedFile(_ url: URL, expectation: Checksum, actual: Checksum?) {
         apply(machine.verified(url, expectation: expectation, actual: actual))
+        if book[url] != nil { persist(url) }  // the expectations it settled are not kept any more
     }
 
     /// Deletes a download's files on the file-work queue (after any clean-up queued before).
@@ -189,34 +217,41 @@ extension DownloadManager {
         if includingCompletedFile, let completed = completedFiles.removeValue(forKey: url) {
             files.append(completed.url)
         }
+        let claims = directory.claims
         fileWork.async { [files] in
             partial.removePartial()
             partial.removeState()
-            for file in files { try? FileManager.default.removeItem(at: file) }
+            for file in files {
+                try? FileManager.default.removeItem(at: file)
+                claims.release(file, of: url)  // only once it is gone: a new file may take the name then
+            }
         }
     }
 
     // MARK: - Waiters
 
-    private func answer(_ ids: [Machine.WaiterID], url: URL, _ failure: Machine.Failure) {
-        let error: DownloadError
+    /// The error a waiter gets for a failure.
+    private func error(for failure: Machine.Failure, of url: URL) -> DownloadError {
         switch failure {
-        case .error(let failure): error = failure
-        case .suspended: error = .suspended(url)
-        case .removed: error = .cancelled(url, reason: "the download was removed")
-        case .shutDown: error = .cancelled(url, reason: "the manager shut down")
-        case .mismatch(let expected, let actual): error = .checksumMismatch(url, expected: expected, actual: actual)
-        case .waiterCancelled:
-            for id in ids {
-                switch waiters.removeValue(forKey: id) {
-                case .continuation(let continuation): continuation.resume(throwing: CancellationError())
-                case .callback(let callback): callback(.failure(.cancelled(url)))
-                case nil: continue
-                }
-            }
-            return
+        case .error(let failure): return failure
+        case .suspended: return .suspended(url)
+        case .removed: return .cancelled(url, reason: "the download was removed")
+        case .shutDown: return .cancelled(url, reason: "the manager shut down")
+        case .waiterCancelled: return .cancelled(url)
+        case .mismatch(let expected, let actual): return .checksumMismatch(url, expected: expected, actual: actual)
+        case .conflict(let kept, let requested): return .checksumConflict(url, kept: kept, requested: requested)
         }
-        answer(ids, with: .failure(error))
+    }
+
+    private func answer(_ ids: [Machine.WaiterID], url: URL, _ failure: Machine.Failure) {
+        guard failure == .waiterCancelled else { return answer(ids, with: .failure(error(for: failure, of: url))) }
+        for id in ids {
+            switch waiters.removeValue(forKey: id) {
+            case .continuation(let continuation): continuation.resume(throwing: CancellationError())
+            case .callback(let callback): callback(.failure(.cancelled(url)))
+            case nil: continue
+            }
+        }
     }
 
     /// Answers each waiter once.
@@ -258,7 +293,8 @@ extension DownloadManager {
         guard !unsavedURLs.isEmpty else { return }
         // In request order: the journal's order is what `allReceipts` shows after a restart.
         let lines = book.inRequestOrder(unsavedURLs).map { url in
-            book[url].map { JournalLine.put(JournalEntry($0)) } ?? .remove(url)
+            book[url].map { JournalLine.put(JournalEntry($0, expectations: machine.expectations(of: url))) }
+                ?? .remove(url)
         }
         unsavedURLs.removeAll()
         journal?.append(lines)

@@ -46,7 +46,7 @@ extension DownloadManager {
             let onDisk =
                 state == .completed
                 ? (entry.totalBytesExpected ?? 0)
-                : (FileManager.default.sizeOfItem(at: layout.partialFile(key: line.key)) ?? 0)
+                : (FileManager.default.sizeOfItem(at: layout.partialFile(for: entry.url)) ?? 0)
             downloads.append(
                 SavedDownload(
                     url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)

@@ -45,7 +45,7 @@ extension DownloadManager {
                 problems.append(problem.reason)
             }
         }
-        let records = order.compactMap { byURL[$0] }
+        let records = claimFiles(order.compactMap { byURL[$0] }, in: directory, problems: &problems)
         sweepOrphans(directory, keeping: records)
         let problem =
             problems.isEmpty
@@ -53,6 +53,31 @@ extension DownloadManager {
             : DownloadError.corruptReceipts(
                 directory.journalFile, reason: "dropped or skipped: " + problems.joined(separator: "; "))
         return Recovered(journal: journal, records: records, problem: problem)
+    }
+
+    /// Claims each completed file for its download (`FileClaims`). Journals of earlier versions could record one
+    /// file for two downloads (identical files of two URLs): the first keeps it, the others are known again without a
+    /// file (`.idle`: a request downloads them), so that removing one never deletes the other's file.
+    private static func claimFiles(
+        _ records: [ReceiptRecord], in directory: DownloadDirectory, problems: inout [String]
+    ) -> [ReceiptRecord] {
+        records.map { record in
+            let url = record.receipt.url
+            guard record.receipt.state == .completed, !directory.claims.claim(record.receipt.fileURL, for: url) else {
+                return record
+            }
+            let owner = directory.claims.owner(of: record.receipt.fileURL)
+            problems.append(
+                "\(url.redactedAbsoluteString) shared \(record.receipt.fileURL.lastPathComponent) with "
+                    + "\(owner?.redactedAbsoluteString ?? "another download"): it downloads again when asked")
+            var shared = record
+            let key = DownloadDirectory.key(for: url)
+            shared.receipt = DownloadReceipt(
+                url: url, filename: DownloadDirectory.defaultFilename(for: url, key: key),
+                fileURL: directory.partialFile(key: key), state: .idle)
+            shared.suggestedFilename = nil
+            return shared
+        }
     }
 
     private struct Dropped: Error {
@@ -115,7 +140,9 @@ extension DownloadManager {
         }
         receipt.state = state
         return .success(
-            ReceiptRecord(receipt: receipt, options: entry.options, suggestedFilename: entry.suggestedFilename))
+            ReceiptRecord(
+                receipt: receipt, options: entry.options, suggestedFilename: entry.suggestedFilename,
+                savedExpectations: entry.expectations))
     }
 
     /// Whether a verified partial file reached `target`: it is gone and the target has its length and checksum, or

@@ -27,11 +27,14 @@ extension DownloadManager {
         }
         let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
         if intact { relocate(url, for: options) }
+        let expectations = machine.expectations(of: url)
         apply(
             machine.request(
                 url, expectation: expectation, priority: options.priority, waiter: waiter,
                 completedFileIsIntact: intact),
             requestOptions: options)
+        // An expectation that joined is part of the download's saved state at once.
+        if machine.expectations(of: url) != expectations { persist(url) }
     }
 
     /// A destination must be a file path outside the state folder, not a folder.
@@ -47,6 +50,13 @@ extension DownloadManager {
         let state = directory.stateArea.standardizedFileURL.path + "/"
         guard !destination.standardizedFileURL.path.hasPrefix(state) else {
             throw .fileSystem(url, reason: "the destination \(destination.path) is inside the state folder")
+        }
+        if let owner = directory.claims.owner(of: destination), owner != url {
+            throw .fileSystem(
+                url,
+                reason:
+                    "the destination \(destination.path) is the file of another download (\(owner.redactedAbsoluteString)); "
+                    + "remove or forget that one first")
         }
     }
 
@@ -103,6 +113,7 @@ extension DownloadManager {
             let placed = record.options
             let suggested = record.suggestedFilename
             let checksum = record.receipt.checksum
+            let expectations = machine.expectations(of: url)
             var source = file.url
             if keepsOldFile {
                 let folder: URL
@@ -117,13 +128,16 @@ extension DownloadManager {
             guard
                 let moved = try? FilePlacement.place(
                     .file(source), at: target, length: file.length, checksum: checksum, downloadURL: url,
+                    claims: directory.claims,
                     willClaim: { [journal] claimed in
                         let entry = JournalEntry(
-                            placing: url, options: placed, name: claimed.lastPathComponent, length: file.length,
-                            checksum: checksum, suggested: suggested)
+                            placing: url, options: placed, expectations: expectations,
+                            name: claimed.lastPathComponent, length: file.length, checksum: checksum,
+                            suggested: suggested)
                         journal?.appendNow([.put(entry)])
                     })
             else { return }
+            if moved != file.url { directory.claims.release(file.url, of: url) }
             completedFiles[url]?.url = moved
             record.receipt.fileURL = moved
             record.receipt.filename = moved.lastPathComponent

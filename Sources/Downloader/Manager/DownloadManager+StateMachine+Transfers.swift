@@ -65,9 +65,8 @@ extension DownloadManager.StateMachine {
             if entry.checksum == nil { entry.checksum = actual }
             if !pending.waiters.isEmpty { actions = [.succeed(pending.waiters, key)] }
         } else if let actual, !pending.redownload {
-            if !pending.waiters.isEmpty {
-                actions = [.fail(pending.waiters, key, .mismatch(expected: expectation, actual: actual))]
-            }
+            let mismatch = Failure.mismatch(expected: expectation, actual: actual)
+            actions = pending.waiters.isEmpty ? [.warn(key, mismatch)] : [.fail(pending.waiters, key, mismatch)]
         } else if isShuttingDown {
             if !pending.waiters.isEmpty { actions = [.fail(pending.waiters, key, .shutDown)] }
         } else {
@@ -90,6 +89,7 @@ extension DownloadManager.StateMachine {
         entry.phase = .queued
         entry.priority = priority
         entry.expectation = expectation
+        entry.otherExpectations.removeAll { $0.algorithm == expectation.algorithm }
         entry.replacesCompletedFile = true
         queue.push(key, priority: priority)
         actions.append(.publish(key, .queued))
@@ -127,7 +127,8 @@ extension DownloadManager.StateMachine {
             nextGeneration += 1
             slotsInUse += 1
             entry.phase = .running(nextGeneration)
-            let start = Start(expectation: entry.expectation, replacesCompletedFile: entry.replacesCompletedFile)
+            let start = Start(
+                expectation: entry.expectationForStart(), replacesCompletedFile: entry.replacesCompletedFile)
             actions += [.start(key, nextGeneration, start), .publish(key, .downloading)]
         case .cancelled:
             entry.phase = .suspended
@@ -140,6 +141,7 @@ extension DownloadManager.StateMachine {
 
     /// Answers the waiters of a completed download, each against its own expectation.
     func answer(_ key: Key, _ entry: inout Entry, checksum: Checksum?, _ actions: inout [Action]) {
+        let answered = Set(entry.waiters.compactMap(\.expectation))
         var succeeded: [WaiterID] = []
         for waiter in entry.waiters {
             guard let expectation = waiter.expectation else {
@@ -161,6 +163,19 @@ extension DownloadManager.StateMachine {
         }
         entry.waiters = []
         if !succeeded.isEmpty { actions.append(.succeed(succeeded, key)) }
+        // The expectations nobody waits for any more (their caller went, or the process restarted): compared too,
+        // and a mismatch is said as a warning.
+        for expectation in entry.otherExpectations where !answered.contains(expectation) {
+            if let checksum, checksum.algorithm == expectation.algorithm {
+                if checksum != expectation {
+                    actions.append(.warn(key, .mismatch(expected: expectation, actual: checksum)))
+                }
+            } else if !entry.verifying.contains(where: { $0.expectation == expectation }) {
+                entry.verifying.append((expectation, [], false))
+                actions.append(.verify(key, expectation))
+            }
+        }
+        entry.otherExpectations = []
     }
 
     /// Starts waiting downloads while slots are free; once shutting down, reports when the last slot is free.
@@ -177,8 +192,9 @@ extension DownloadManager.StateMachine {
             nextGeneration += 1
             slotsInUse += 1
             entry.phase = .running(nextGeneration)
+            let start = Start(
+                expectation: entry.expectationForStart(), replacesCompletedFile: entry.replacesCompletedFile)
             entries[key] = entry
-            let start = Start(expectation: entry.expectation, replacesCompletedFile: entry.replacesCompletedFile)
             actions += [.start(key, nextGeneration, start), .publish(key, .downloading)]
         }
     }

@@ -46,6 +46,8 @@ extension DownloadManager.StateMachine {
         /// The waiter's own task was cancelled.
         case waiterCancelled
         case mismatch(expected: Checksum, actual: Checksum)
+        /// The request's expectation contradicts one the download keeps (the same algorithm, another digest).
+        case conflict(kept: Checksum, requested: Checksum)
     }
 
     /// How a transfer starts.
@@ -59,8 +61,11 @@ extension DownloadManager.StateMachine {
 
     /// What the owner carries out, in order.
     enum Action: Equatable {
-        /// The options of the request just made become the download's (it starts afresh or resumes).
-        case adoptOptions(Key)
+        /// The options of the request just made become the download's: all of them for a new download (`fresh`),
+        /// else the ones the request sets, merged into those the download keeps.
+        case adoptOptions(Key, fresh: Bool)
+        /// Nobody waits to be told this: say it as a warning.
+        case warn(Key, Failure)
         /// The download's public state is now this (tell listeners, save).
         case publish(Key, DownloadState)
         /// The download failed with this error (kept in the receipt).

@@ -16,30 +16,6 @@ extension DownloadManager {
         typealias Generation = Int
         typealias WaiterID = Int
 
-        /// One download's bookkeeping (internal only so that the machine's extensions in other files reach it).
-        struct Entry {
-            var phase: Phase = .idle
-            var waiters: [Waiter] = []
-            /// Waiters of a completed download whose file is being hashed for their expectation; after a mismatch
-            /// the file is downloaded again when `redownload` (a new request), else they fail (they had joined).
-            var verifying: [(expectation: Checksum, waiters: [WaiterID], redownload: Bool)] = []
-            var priority = 0
-            /// What the current or next transfer verifies against.
-            var expectation: Checksum?
-            /// The checksum of the completed file, when known.
-            var checksum: Checksum?
-            /// A completed file of this download is on disk (also while a replacement runs).
-            var hasCompletedFile = false
-            /// The running transfer replaces the completed file once verified.
-            var replacesCompletedFile = false
-            /// Removed while its transfer stops: hidden, forgotten once the transfer ended and its files are gone.
-            var isRemoved = false
-            /// The stopping generation's files go before anything else (removed, then requested again).
-            var discardsFiles = false
-            /// Why the download failed, while it is `.failed`.
-            var error: DownloadError?
-        }
-
         // The state below is changed only by this type's `mutating` methods (here and in its extensions).
 
         /// Whether the manager accepts work.
@@ -104,10 +80,23 @@ extension DownloadManager {
 
         // MARK: - Events from callers
 
+        /// The expected checksums a download keeps (its own first), for saving.
+        func expectations(of key: Key) -> [Checksum] {
+            guard let entry = entries[key] else { return [] }
+            return (entry.expectation.map { [$0] } ?? []) + entry.otherExpectations
+        }
+
         /// A download known from saved state, at start.
-        mutating func restore(_ key: Key, state: DownloadState, checksum: Checksum?, priority: Int = 0) {
+        /// - Parameters:
+        ///   - checksum: the completed file's checksum, when known.
+        ///   - expectations: the expected checksums it kept, its own first.
+        mutating func restore(
+            _ key: Key, state: DownloadState, checksum: Checksum?, expectations: [Checksum] = [], priority: Int = 0
+        ) {
             var entry = Entry()
             entry.priority = priority
+            entry.expectation = expectations.first
+            entry.otherExpectations = Array(expectations.dropFirst())
             switch state {
             case .idle: entry.phase = .idle
             case .queued, .downloading, .suspended: entry.phase = .suspended  // interrupted: not running any more
@@ -121,6 +110,15 @@ extension DownloadManager {
         }
 
         /// A caller asks for a download (and, with a waiter, waits for it).
+        ///
+        /// A request continues a waiting, running or suspended download as it is, with the expected checksums it
+        /// keeps; the request's expectation joins them (the next transfer verifies it when the download had none,
+        /// else it is compared with the completed file). An expectation that contradicts the download's own (the
+        /// same algorithm, another digest) is refused: its waiter fails at once, or, with none, a warning says so,
+        /// and the download goes on unchanged. A failed download, or a completed one whose file is gone, starts a
+        /// new attempt: with the request's expectation if it gives one, else with the ones it kept. A completed
+        /// download whose file is there and has another digest of the request's algorithm may have a new version on
+        /// the server: it is fetched and replaces the file only if it matches.
         /// - Parameters:
         ///   - expectation: the checksum the caller expects, if any.
         ///   - priority: higher starts first among waiting downloads.
@@ -133,6 +131,10 @@ extension DownloadManager {
             if isShuttingDown { return waiting.map { [.fail([$0.id], key, .shutDown)] } ?? [] }
             var entry = entries[key] ?? Entry()
             var actions: [Action] = []
+            if let expectation, entry.keepsItsExpectations, let kept = entry.contradiction(to: expectation) {
+                let refusal = Failure.conflict(kept: kept, requested: expectation)
+                return waiting.map { [.fail([$0.id], key, refusal)] } ?? [.warn(key, refusal)]
+            }
             switch entry.phase {
             case .stopping(let generation, _) where entry.isRemoved:
                 // Removed a moment ago and wanted again: a new download, once the old files are gone.
@@ -141,27 +143,30 @@ extension DownloadManager {
                 entry.hasCompletedFile = hadCompletedFile
                 entry.discardsFiles = true
                 entry.waiters = waiting.map { [$0] } ?? []
-                actions = [.adoptOptions(key), .publish(key, .downloading)]
+                actions = [.adoptOptions(key, fresh: true), .publish(key, .downloading)]
             case .queued:
                 if let waiting { entry.waiters.append(waiting) }
+                entry.join(expectation, transferRuns: false)
                 if priority > entry.priority {
                     entry.priority = priority
                     queue.push(key, priority: priority)
                 }
             case .running, .stopping(_, next: .resume):
                 if let waiting { entry.waiters.append(waiting) }
+                entry.join(expectation, transferRuns: true)
             case .stopping(let generation, next: .suspend):
                 if let waiting { entry.waiters.append(waiting) }
+                entry.join(expectation, transferRuns: true)
                 entry.phase = .stopping(generation, next: .resume)
                 actions = [.publish(key, .downloading)]
             case .completed where completedFileIsIntact:
-                entry.priority = priority  // for a download that may follow
+                if priority != 0 { entry.priority = priority }  // for a download that may follow
                 if let expectation, let checksum = entry.checksum, checksum.algorithm == expectation.algorithm,
                     checksum != expectation
                 {
                     // The server may have a new version: fetch it, and keep the old file unless the new one matches.
                     if let waiting { entry.waiters.append(waiting) }
-                    enqueueReplacement(key, &entry, expectation: expectation, priority: priority, &actions)
+                    enqueueReplacement(key, &entry, expectation: expectation, priority: entry.priority, &actions)
                 } else if let expectation, entry.checksum?.algorithm != expectation.algorithm {
                     if let index = entry.verifying.firstIndex(where: { $0.expectation == expectation && $0.redownload })
                     {
@@ -173,14 +178,28 @@ extension DownloadManager {
                 } else if let waiting {
                     actions = [.succeed([waiting.id], key)]
                 }
-            case .idle, .suspended, .failed, .completed:
-                // Starts afresh (a completed file that is gone is fetched again), or resumes a partial file.
+            case .idle, .suspended:
+                // Continues with what it kept: its partial file, its options, its expectations.
+                entry.phase = .queued
+                entry.join(expectation, transferRuns: false)
+                if priority != 0 { entry.priority = priority }
+                entry.waiters += waiting.map { [$0] } ?? []
+                queue.push(key, priority: entry.priority)
+                actions = [.adoptOptions(key, fresh: entries[key] == nil), .publish(key, .queued)]
+            case .failed, .completed:
+                // A new attempt (a completed file that is gone is fetched again).
                 let earlier = entry
-                entry = Entry(phase: .queued, priority: priority, expectation: expectation)
+                entry = Entry(phase: .queued, priority: priority != 0 ? priority : earlier.priority)
+                if let expectation {
+                    entry.expectation = expectation  // the earlier ones were answered by the end of that attempt
+                } else {
+                    entry.expectation = earlier.expectation
+                    entry.otherExpectations = earlier.otherExpectations
+                }
                 entry.verifying = earlier.verifying
                 entry.waiters = earlier.waiters + (waiting.map { [$0] } ?? [])
-                queue.push(key, priority: priority)
-                actions = [.adoptOptions(key), .publish(key, .queued)]
+                queue.push(key, priority: entry.priority)
+                actions = [.adoptOptions(key, fresh: false), .publish(key, .queued)]
             }
             entries[key] = entry
             schedule(&actions)
@@ -196,7 +215,9 @@ extension DownloadManager {
                 entry.phase = .failed
                 entry.error = error
                 entries[key] = entry
-                return [.adoptOptions(key), .recordFailure(key, error), .publish(key, .failed)]
+                return [
+                    .adoptOptions(key, fresh: entries[key] == nil), .recordFailure(key, error), .publish(key, .failed),
+                ]
                     + (waiter.map { [.fail([$0], key, .error(error))] } ?? [])
             }
         }

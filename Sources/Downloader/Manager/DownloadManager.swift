@@ -167,7 +167,7 @@ public actor DownloadManager {
             let url = record.receipt.url
             machine.restore(
                 url, state: record.receipt.state, checksum: record.receipt.checksum,
-                priority: record.options.priority)
+                expectations: record.savedExpectations, priority: record.options.priority)
             if record.receipt.state == .completed {
                 completedFiles[url] = CompletedFile(
                     url: record.receipt.fileURL, length: record.receipt.totalBytesWritten)
@@ -290,8 +290,9 @@ public actor DownloadManager {
     /// a later request downloads it again. A download that is not complete has no file of the user's to keep; it is
     /// removed as by `remove(_:)` (its partial file is deleted). Callers waiting for it get `DownloadError.cancelled`.
     public func forget(_ url: URL) {
-        // Unknown to the actor, the completed file is never deleted (not even by a replacement still stopping).
-        completedFiles[url] = nil
+        // Unknown to the actor, the completed file is never deleted (not even by a replacement still stopping); it
+        // is the user's now, claimed by no download.
+        if let file = completedFiles.removeValue(forKey: url) { directory.claims.release(file.url, of: url) }
         apply(machine.remove(url, keepingCompletedFile: true))
     }
 

@@ -4,6 +4,9 @@ struct ReceiptRecord: Sendable, Equatable {
     var options: DownloadOptions
     /// The server's `Content-Disposition` name of the completed file, for renaming it under another naming.
     var suggestedFilename: String?
+    /// The expected checksums as saved, its own first: read at start; while the manager runs, its state machine
+    /// keeps them.
+    var savedExpectations: [Checksum] = []
 }
 
 /// The receipts of a manager with the options to resume them, in the order downloads were first requested.

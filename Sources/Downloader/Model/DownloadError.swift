@@ -43,7 +43,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The server's answer cannot be used: a `Content-Range` that disagrees with the request, more bytes than
     /// announced, a missing status, …
     public static let invalidResponse = DownloadError(.invalidResponse)
-    /// The finished bytes do not have the expected checksum, even after one clean restart.
+    /// The finished bytes do not have the expected checksum, even after one clean restart; or a request expects a
+    /// checksum that contradicts the one an unfinished download already expects (`reason` says which).
     public static let checksumMismatch = DownloadError(.checksumMismatch)
     /// More than 10 redirects, or a redirect loop.
     public static let tooManyRedirects = DownloadError(.tooManyRedirects)
@@ -158,6 +159,16 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         DownloadError(
             .checksumMismatch, url: url,
             reason: "\(actual.algorithm.rawValue.uppercased()) is \(actual.hexString), expected \(expected.hexString)")
+    }
+
+    /// A request expects a checksum that contradicts the one the unfinished download keeps (from an earlier
+    /// request, perhaps before a restart).
+    static func checksumConflict(_ url: URL, kept: Checksum, requested: Checksum) -> DownloadError {
+        DownloadError(
+            .checksumMismatch, url: url,
+            reason:
+                "this request expects \(requested), but the unfinished download expects \(kept) (asked earlier); "
+                + "a file cannot have both: wait for it and compare, or remove the download and ask again")
     }
 
     static func tooManyRedirects(_ url: URL, reason: String) -> DownloadError {

@@ -158,3 +158,25 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         if !mirrors.isEmpty { try container.encode(mirrors.map(\.absoluteString), forKey: .mirrors) }
     }
 }
+
+extension DownloadOptions {
+    /// These options, asked of a download that keeps `kept` (it is suspended, failed, or known from before a
+    /// restart): what this request sets replaces what the download keeps, and what it leaves at its default keeps the
+    /// download's value — headers are merged name by name, mirrors are added, hashing stays on if either asks for it.
+    /// Expected checksums are not merged here: the manager keeps every one it accepted (see
+    /// `DownloadManager.download(_:options:)`).
+    /// - Parameter kept: the options the download has.
+    /// - Returns: the options it continues with.
+    func merged(into kept: DownloadOptions) -> DownloadOptions {
+        var merged = kept
+        merged.headers.merge(headers) { _, asked in asked }
+        if let chosenNaming { merged.chosenNaming = chosenNaming }
+        merged.computesMD5 = kept.computesMD5 || computesMD5
+        if priority != 0 { merged.priority = priority }
+        if let destination { merged.destination = destination }
+        if let maximumBytesPerSecond { merged.maximumBytesPerSecond = maximumBytesPerSecond }
+        if let connections { merged.connections = connections }
+        merged.mirrors += mirrors.filter { !kept.mirrors.contains($0) }
+        return merged
+    }
+}

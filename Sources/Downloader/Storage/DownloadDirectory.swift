@@ -22,6 +22,8 @@ struct DownloadDirectory: Sendable {
     let state: StateFolder
     /// Where verified files go.
     let completedArea: URL
+    /// Which download each delivered file belongs to, shared by every copy of this value.
+    let claims = FileClaims()
 
     /// - Parameters:
     ///   - root: the manager's directory.

@@ -15,7 +15,8 @@ import Foundation
 /// leaves both names on one inode, which recovery recognises. Before each claim, `willClaim` records where the file is
 /// going (the manager writes it to its journal), so a crash at any moment of the move is recognised at the next start.
 /// A file already at the name with the same length and checksum is the same file (a rerun after the state was
-/// cleaned up): it is taken as the result instead of making a `name (1)` copy.
+/// cleaned up): it is taken as the result instead of making a `name (1)` copy — unless another download of the
+/// manager claims it (`FileClaims`): a file belongs to one download, so that removing one never deletes another's.
 enum FilePlacement {
     /// The verified file to place.
     enum Source {
@@ -78,16 +79,24 @@ enum FilePlacement {
     ///   - target: where it goes.
     ///   - length: its length.
     ///   - checksum: its checksum, if it was hashed (needed to recognise an identical file).
-    ///   - downloadURL: for error messages.
+    ///   - downloadURL: the download the file belongs to (its claim), and for error messages.
+    ///   - claims: which download each delivered file belongs to; the placed file is claimed for `downloadURL`.
     ///   - willClaim: called with each path just before it is claimed.
     /// - Returns: the file's final location.
     /// - Throws: `DownloadError.fileSystem`; the source is then where it was.
     static func place(
         _ source: Source, at target: Target, length: Int64, checksum: Checksum?, downloadURL: URL,
-        willClaim: (URL) -> Void
+        claims: FileClaims, willClaim: (URL) -> Void
     ) throws(DownloadError) -> URL {
         switch target {
         case .replace(let file):
+            guard claims.claim(file, for: downloadURL) else {
+                throw .fileSystem(
+                    downloadURL,
+                    reason:
+                        "\(file.path) is the file of another download (\(claims.owner(of: file)?.redactedAbsoluteString ?? "?"))"
+                )
+            }
             willClaim(file)
             try move(source, over: file, downloadURL: downloadURL)
             return file
@@ -97,6 +106,10 @@ enum FilePlacement {
             defer { if let copy { posixUnlink(copy) } }
             for candidate in DownloadDirectory.candidateNames(for: name) {
                 let file = area.appendingPathComponent(candidate)
+                // Reserved before the name is taken, kept only if the file is placed there.
+                guard claims.claim(file, for: downloadURL) else { continue }
+                var placed = false
+                defer { if !placed { claims.release(file, of: downloadURL) } }
                 willClaim(file)
                 var code = copy.map { posixLink($0, file) } ?? source.link(to: file)
                 if code == EXDEV && copy == nil {
@@ -107,10 +120,12 @@ enum FilePlacement {
                 switch code {
                 case 0:
                     source.unlink()
+                    placed = true
                     return file
                 case EEXIST:
                     if isIdentical(file, length: length, checksum: checksum) {
                         source.unlink()
+                        placed = true
                         return file
                     }
                 case EPERM, ENOTSUP, EOPNOTSUPP:
@@ -123,6 +138,7 @@ enum FilePlacement {
                     } else {
                         try move(source, over: file, downloadURL: downloadURL)
                     }
+                    placed = true
                     return file
                 default:
                     throw .fileSystem(

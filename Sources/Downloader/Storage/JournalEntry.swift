@@ -57,9 +57,21 @@ struct JournalEntry: Codable, Sendable, Equatable {
     var error: DownloadError?
     var suggestedFilename: String?
     var placement: Placement?
+    /// Expected checksums that requests added beside `options.checksum`, the download's own (see
+    /// `DownloadManager.StateMachine.Entry.otherExpectations`).
+    var otherExpectations: [Checksum]?
+
+    /// The expected checksums the download keeps, its own first.
+    var expectations: [Checksum] {
+        ((try? options.expectation()).flatMap { $0.map { [$0] } } ?? []) + (otherExpectations ?? [])
+    }
 
     /// The entry of a record as it is now.
-    init(_ record: ReceiptRecord) {
+    /// - Parameters:
+    ///   - record: the download's record.
+    ///   - expectations: the expected checksums it keeps, its own first (they replace the options' own); `nil`
+    ///     keeps the options' own.
+    init(_ record: ReceiptRecord, expectations: [Checksum]? = nil) {
         let receipt = record.receipt
         url = receipt.url
         options = record.options
@@ -70,12 +82,13 @@ struct JournalEntry: Codable, Sendable, Equatable {
         verification = receipt.verification
         error = receipt.error
         suggestedFilename = record.suggestedFilename
+        keep(expectations)
     }
 
     /// The entry written just before a verified file is moved to `name`.
     init(
-        placing url: URL, options: DownloadOptions, name: String, length: Int64, checksum: Checksum?,
-        suggested: String?
+        placing url: URL, options: DownloadOptions, expectations: [Checksum]? = nil, name: String, length: Int64,
+        checksum: Checksum?, suggested: String?
     ) {
         self.url = url
         self.options = options
@@ -83,5 +96,14 @@ struct JournalEntry: Codable, Sendable, Equatable {
         totalBytesExpected = length
         suggestedFilename = suggested
         placement = Placement(name: name, length: length, checksum: checksum)
+        keep(expectations)
+    }
+
+    /// Stores the expected checksums a download keeps: its own as `options.checksum`, the others beside.
+    private mutating func keep(_ expectations: [Checksum]?) {
+        guard let expectations else { return }
+        options.checksum = expectations.first
+        options.expectedMD5 = nil
+        otherExpectations = expectations.count > 1 ? Array(expectations.dropFirst()) : nil
     }
 }

@@ -44,6 +44,15 @@ extension JournalEntry {
             out.key("verification")
             out.string(verification.storedForm)
         }
+        if let otherExpectations, !otherExpectations.isEmpty {
+            out.key("otherExpectations")
+            out.raw(Data("[".utf8))
+            for (index, expectation) in otherExpectations.enumerated() {
+                if index > 0 { out.raw(Data(",".utf8)) }
+                out.string(expectation.description)
+            }
+            out.raw(Data("]".utf8))
+        }
         if let suggestedFilename {
             out.key("suggestedFilename")
             out.string(suggestedFilename)

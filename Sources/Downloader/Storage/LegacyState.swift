@@ -52,7 +52,10 @@ enum LegacyState {
                 }
                 receipt.fileURL = file
             }
-            entries.append(JournalEntry(ReceiptRecord(receipt: receipt, options: record.options)))
+            entries.append(
+                JournalEntry(
+                    ReceiptRecord(receipt: receipt, options: record.options),
+                    expectations: (try? record.options.expectation()).flatMap { $0.map { [$0] } } ?? []))
         }
         // The partial files and their saved state move into the state folder.
         let downloading = directory.root.appendingPathComponent("downloading", isDirectory: true)

@@ -24,9 +24,9 @@ extension Transfer {
             options.destination?.standardizedFileURL
             ?? directory.completedArea.appendingPathComponent(
                 DownloadDirectory.finalName(naming: options.naming, url: url, suggested: nil))
-        guard let (record, identity) = FileRecord.read(at: target, for: url), identity.size == record.length else {
-            return nil
-        }
+        guard directory.claims.owner(of: target).map({ $0 == url }) ?? true,
+            let (record, identity) = FileRecord.read(at: target, for: url), identity.size == record.length
+        else { return nil }
         if identity != record.file {
             guard let recorded = record.checksum,
                 (try? FileDigest.checksum(of: target, algorithm: recorded.algorithm)) == recorded
@@ -53,6 +53,7 @@ extension Transfer {
         let target = expected ?? probe.announced.first { $0.algorithm == checksum?.algorithm }
         if let target, target != checksum { return (nil, probe) }
         if checksum == nil, options.computesMD5 || expected != nil { return (nil, probe) }
+        guard directory.claims.claim(file.url, for: url) else { return (nil, probe) }  // another download's now
         let verification: Verification =
             if let checksum { target != nil ? .checksum(checksum) : .computed(checksum) } else { .lengthOnly }
         let result = TransferResult(
@@ -96,7 +97,7 @@ extension Transfer {
         let suggested = metadata.suggestedFilename
         let file = try FilePlacement.place(
             .partial(job.files), at: target, length: job.offset, checksum: checksum, downloadURL: url,
-            willClaim: { file in willPlace?(file, job.offset, checksum, suggested) })
+            claims: directory.claims, willClaim: { file in willPlace?(file, job.offset, checksum, suggested) })
         job.files.removeState()
         return file
     }

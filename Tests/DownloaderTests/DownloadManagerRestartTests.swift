@@ -1,0 +1,146 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// What a caller asked survives a restart, and no download touches another's file (issue #32): each test failed on
+/// d1ecfd3.
+@Suite("DownloadManager across restarts")
+final class DownloadManagerRestartTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var temporary: TemporaryDirectory { TemporaryDirectory(existing: workspace.directory) }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    func makeManager(maximumActive: Int = 4) throws -> DownloadManager {
+        try DownloadManager(configuration: .forTests(directory: temporary.url, maximumActive: maximumActive))
+    }
+
+    static let wrongSHA256 = try! Checksum(parsing: "sha-256=" + String(repeating: "ab", count: 32))
+
+    static func sha256(_ name: String, size: Int) -> Checksum {
+        Checksum(algorithm: .sha256, digest: TestContent(name: name, size: size).sha256.bytes)!
+    }
+
+    /// A URL whose first GET stops for a minute after `bytes` body bytes (later GETs run through).
+    func heldURL(_ name: String, size: Int = 400_000, after bytes: Int = 100_000, query: String = "") -> URL {
+        server.url("/bytes/\(name)?size=\(size)&stallAfter=\(bytes)&stall=60&stallCount=1\(query)")
+    }
+
+    @Test("A wrong expected checksum given before a restart still fails the download after it")
+    func expectationSurvivesRestart() async throws {
+        let url = heldURL("wrong")
+        let first = try makeManager()
+        await first.enqueue(url, options: DownloadOptions(checksum: Self.wrongSHA256))
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 100_000 })
+        await first.shutdown()
+
+        let second = try makeManager()
+        #expect(await second.receipt(for: url)?.state == .suspended)
+        await #expect(throws: DownloadError.checksumMismatch) { try await second.download(url) }
+        #expect(await second.receipt(for: url)?.state == .failed)
+        await second.shutdown()
+
+        // resume(url) continues it with its own expectation too.
+        let third = try makeManager()
+        let events = await third.events(for: url)
+        await third.resume(url)
+        let end = await firstEvent(in: events, within: .seconds(60)) { $0.receipt?.state.isResting ?? false }
+        #expect(end?.receipt?.state == .failed, "\(String(describing: end))")
+        await third.shutdown()
+    }
+
+    @Test("A download still queued at shutdown comes back with the algorithm and digest it asked for")
+    func queuedExpectationSurvivesRestart() async throws {
+        let busy = heldURL("busy", after: 1000)
+        let queued = server.url("/bytes/later?size=30000")
+        let expected = Self.sha256("later", size: 30_000)
+        let first = try makeManager(maximumActive: 1)
+        await first.enqueue(busy)
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
+        await first.enqueue(queued, options: DownloadOptions(checksum: expected))
+        #expect(await first.receipt(for: queued)?.state == .queued)
+        await first.shutdown()
+
+        let second = try makeManager(maximumActive: 1)
+        await second.remove(busy)
+        let receipt = try await second.download(queued)
+        #expect(receipt.checksum == expected)
+        #expect(receipt.verification == .checksum(expected), "compared, not only computed: \(receipt)")
+        await second.shutdown()
+    }
+
+    @Test("Two URLs with the same file name and bytes get a file each; removing one keeps the other's")
+    func identicalFilesStaySeparate() async throws {
+        let a = server.url("/bytes/twin?size=5000&filename=twin.bin")
+        let b = server.url("/bytes/twin?size=5000&filename=twin.bin&mirror=2")
+        let manager = try makeManager()
+        let first = try await manager.download(a)
+        let second = try await manager.download(b)
+        #expect(first.fileURL != second.fileURL, "one file for two downloads: \(first.fileURL.path)")
+        await manager.remove(b)
+        await manager.waitUntilQuiet()
+        let kept = try #require(await manager.receipt(for: a))
+        #expect(kept.state == .completed)
+        #expect(FileManager.default.fileExists(atPath: kept.fileURL.path), "removing b deleted a's file")
+        await manager.shutdown()
+
+        // Across a restart: a third URL for the same name and bytes gets its own file as well.
+        let c = server.url("/bytes/twin?size=5000&filename=twin.bin&mirror=3")
+        let again = try makeManager()
+        let third = try await again.download(c)
+        #expect(third.fileURL != kept.fileURL)
+        await again.forget(c)
+        await again.remove(a)
+        await again.waitUntilQuiet()
+        #expect(FileManager.default.fileExists(atPath: third.fileURL.path), "forgotten, c's file is the user's")
+        await again.shutdown()
+    }
+
+    @Test("A suspension is one stateChanged(.suspended); the bytes that arrive while it stops are progress")
+    func oneEventPerSuspension() async throws {
+        let url = heldURL("once")
+        let manager = try makeManager()
+        let events = await manager.events(for: url)
+        let collected = Task {
+            var all: [DownloadEvent] = []
+            for await event in events { all.append(event) }
+            return all
+        }
+        await manager.enqueue(url)
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 100_000 })
+        await manager.suspend(url)
+        await manager.waitUntilQuiet()
+        let final = try #require(await manager.receipt(for: url))
+        await manager.shutdown()
+        let all = await collected.value
+        let states = all.compactMap { event -> DownloadState? in
+            if case .stateChanged(let receipt) = event { return receipt.state }
+            return nil
+        }
+        #expect(states.filter { $0 == .suspended }.count == 1, "\(states)")
+        #expect(zip(states, states.dropFirst()).allSatisfy { $0 != $1 }, "a state published twice: \(states)")
+        #expect(all.last?.receipt == final, "the last event is the receipt as it stays")
+    }
+
+    @Test("A request without a completion callback whose checksum conflicts with the download's gets a warning")
+    func conflictWithoutCallbackWarns() async throws {
+        let url = heldURL("conflict")
+        let right = Self.sha256("conflict", size: 400_000)
+        let manager = try makeManager()
+        let events = await manager.events(for: url)
+        await manager.enqueue(url, options: DownloadOptions(checksum: right))
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 100_000 })
+        await manager.enqueue(url, options: DownloadOptions(checksum: Self.wrongSHA256))
+        let warning = await firstEvent(in: events) {
+            if case .warning = $0 { return true }
+            return false
+        }
+        #expect(warning != nil, "the conflicting request was ignored silently")
+        await manager.shutdown()
+    }
+}
