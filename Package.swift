@@ -28,7 +28,10 @@ let package = Package(
         // README.md's Swift snippets, compiled; SnippetsTests runs them and checks the README says the same.
         .target(name: "Snippets", dependencies: ["Downloader"], path: "Examples/Snippets"),
         .testTarget(name: "SnippetsTests", dependencies: ["Snippets", "Downloader", "HTTPTestServer"]),
-        .testTarget(name: "DownloaderTests", dependencies: ["Downloader", "HTTPTestServer"]),
+        // A manager in a child process, which the model-based test kills with SIGKILL.
+        .executableTarget(name: "downloader-model-child", dependencies: ["Downloader"], path: "Tests/ModelChild"),
+        .testTarget(
+            name: "DownloaderTests", dependencies: ["Downloader", "HTTPTestServer", "downloader-model-child"]),
         .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "Downloader"]),
         // Runs the built `dl` binary as a child process; depending on it makes `swift test` build it.
         .testTarget(name: "dlTests", dependencies: ["dl", "downloader-demo", "HTTPTestServer", "Downloader"]),

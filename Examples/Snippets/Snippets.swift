@@ -53,14 +53,18 @@ public enum Snippets {
         // README: end
     }
 
-    /// README, "Resume after a restart": a new manager on the same directory continues by Range.
-    public static func resume(directory: URL, url: URL) async throws {
+    /// README, "Resume after a restart": a new manager on the same directory continues by Range, with what the first
+    /// run asked.
+    public static func resume(directory: URL, url: URL) async throws -> DownloadReceipt {
         // README: resume (directory, url)
         let manager = try DownloadManager(configuration: .init(directory: directory))
         print(await manager.receipt(for: url)?.state ?? .idle)  // suspended: found unfinished after a crash or kill -9
-        _ = try await manager.download(url)  // continues by Range from the bytes on disk
+        // Continues by Range from the bytes on disk, with what the first run asked: its checksum, naming, headers, …
+        let receipt = try await manager.download(url)
+        print(receipt.verification!)  // verified sha-256=…: the checksum asked before the restart
         await manager.shutdown()
         // README: end
+        return receipt
     }
 
     /// Getting started (DocC), "Callbacks": progress and completion closures, and the controls.

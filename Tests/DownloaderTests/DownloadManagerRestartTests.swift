@@ -143,4 +143,25 @@ final class DownloadManagerRestartTests: Sendable {
         #expect(warning != nil, "the conflicting request was ignored silently")
         await manager.shutdown()
     }
+
+    @Test("A newer version interrupted by a restart keeps the verified file it would replace; remove deletes both")
+    func replacementAcrossRestart() async throws {
+        // Paced, so that the newer version is surely still downloading when the manager shuts down.
+        let url = server.url("/bytes/kept?size=30000&rate=40000")
+        let first = try makeManager()
+        let completed = try await first.download(url)
+        let other = try Checksum(parsing: "sha-256=" + String(repeating: "cd", count: 32))
+        await first.enqueue(url, options: DownloadOptions(checksum: other))
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 30000 + 2000 })
+        await first.shutdown()
+
+        let second = try makeManager()
+        let restored = try #require(await second.receipt(for: url))
+        #expect(restored.state == .suspended && restored.fileURL == completed.fileURL, "\(restored)")
+        #expect(try md5OfFile(restored.fileURL) == TestContent(name: "kept", size: 30000).md5)
+        await second.remove(url)
+        await second.waitUntilQuiet()
+        #expect(!FileManager.default.fileExists(atPath: completed.fileURL.path), "removed, its file stayed")
+        await second.shutdown()
+    }
 }

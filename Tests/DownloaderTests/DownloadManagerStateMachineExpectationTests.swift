@@ -20,12 +20,12 @@ struct DownloadManagerStateMachineExpectationTests {
     @Test("A restored download continues with its own expectation when asked without one")
     func restoredExpectation() {
         var machine = Machine(limit: 1, prioritization: .fifo)
-        machine.restore("a", state: .suspended, checksum: nil, expectations: [Self.sha, Self.md5A])
-        #expect(machine.expectations(of: "a") == [Self.sha, Self.md5A])
+        machine.restore("a", state: .suspended, checksum: nil, expectations: .init(own: Self.sha, others: [Self.md5A]))
+        #expect(machine.expectations(of: "a").all == [Self.sha, Self.md5A])
         #expect(
             startExpectation(machine.request("a", expectation: nil, waiter: 1, completedFileIsIntact: false))
                 == Self.sha)
-        #expect(machine.expectations(of: "a") == [Self.sha, Self.md5A])
+        #expect(machine.expectations(of: "a").all == [Self.sha, Self.md5A])
         // Complete with the SHA-256 it verified: the MD5 nobody waits for is compared by reading the file.
         let ended = machine.transferEnded("a", generation: 1, .completed(Self.sha))
         #expect(ended.contains(.verify("a", Self.md5A)) && ended.contains(.succeed([1], "a")))
@@ -33,18 +33,18 @@ struct DownloadManagerStateMachineExpectationTests {
             machine.verified("a", expectation: Self.md5A, actual: Self.md5B) == [
                 .warn("a", .mismatch(expected: Self.md5A, actual: Self.md5B))
             ])
-        #expect(machine.expectations(of: "a") == [Self.sha])
+        #expect(machine.expectations(of: "a").all == [Self.sha])
     }
 
     @Test("A request whose expectation contradicts the download's own is refused and changes nothing")
     func contradictionRefused() {
         var machine = Machine(limit: 1, prioritization: .fifo)
-        machine.restore("a", state: .suspended, checksum: nil, expectations: [Self.md5A])
+        machine.restore("a", state: .suspended, checksum: nil, expectations: .init(own: Self.md5A))
         #expect(
             machine.request("a", expectation: Self.md5B, priority: 2, waiter: 1, completedFileIsIntact: false) == [
                 .fail([1], "a", .conflict(kept: Self.md5A, requested: Self.md5B))
             ])
-        #expect(machine.state(of: "a") == .suspended && machine.expectations(of: "a") == [Self.md5A])
+        #expect(machine.state(of: "a") == .suspended && machine.expectations(of: "a").all == [Self.md5A])
         // Without a waiter it is a warning; running, the same.
         _ = machine.request("a", expectation: nil, waiter: 2, completedFileIsIntact: false)
         #expect(
@@ -53,7 +53,7 @@ struct DownloadManagerStateMachineExpectationTests {
             ])
         // Another algorithm joins beside it.
         #expect(machine.request("a", expectation: Self.sha, waiter: nil, completedFileIsIntact: false).isEmpty)
-        #expect(machine.expectations(of: "a") == [Self.md5A, Self.sha])
+        #expect(machine.expectations(of: "a").all == [Self.md5A, Self.sha])
     }
 
     @Test("A waiting download without an expectation takes the first one asked; a running one compares it at the end")
@@ -62,7 +62,7 @@ struct DownloadManagerStateMachineExpectationTests {
         _ = machine.request("busy", expectation: nil, waiter: nil, completedFileIsIntact: false)
         _ = machine.request("a", expectation: nil, waiter: nil, completedFileIsIntact: false)
         _ = machine.request("a", expectation: Self.md5A, waiter: nil, completedFileIsIntact: false)
-        #expect(machine.expectations(of: "a") == [Self.md5A])
+        #expect(machine.expectations(of: "a").all == [Self.md5A])
         let started = machine.transferEnded("busy", generation: 1, .completed(nil))
         #expect(startExpectation(started) == Self.md5A)
 
@@ -70,7 +70,7 @@ struct DownloadManagerStateMachineExpectationTests {
         let bStarted = machine.transferEnded("a", generation: 2, .completed(Self.md5A))
         #expect(startExpectation(bStarted) == .some(nil))
         _ = machine.request("b", expectation: Self.md5B, waiter: nil, completedFileIsIntact: false)
-        #expect(machine.expectations(of: "b") == [Self.md5B], "kept beside: the running transfer verifies nothing")
+        #expect(machine.expectations(of: "b").all == [Self.md5B], "kept beside: the running transfer verifies nothing")
         let ended = machine.transferEnded("b", generation: 3, .completed(Self.md5A))
         #expect(ended.contains(.warn("b", .mismatch(expected: Self.md5B, actual: Self.md5A))))
     }
@@ -78,11 +78,11 @@ struct DownloadManagerStateMachineExpectationTests {
     @Test("A failed download asked again with an expectation starts a new attempt with that one only")
     func failedTakesTheNewExpectation() {
         var machine = Machine(limit: 1, prioritization: .fifo)
-        machine.restore("a", state: .failed, checksum: nil, expectations: [Self.sha])
+        machine.restore("a", state: .failed, checksum: nil, expectations: .init(own: Self.sha))
         #expect(
             startExpectation(machine.request("a", expectation: Self.md5A, waiter: 1, completedFileIsIntact: false))
                 == Self.md5A)
-        #expect(machine.expectations(of: "a") == [Self.md5A])
+        #expect(machine.expectations(of: "a").all == [Self.md5A])
         _ = machine.transferEnded("a", generation: 1, .failed(.connectionFailed))
         // Without one, the new attempt keeps the expectation of the last.
         #expect(

@@ -84,7 +84,7 @@ struct DownloadManagerStateMachineTests {
         // The new version does not match either: the old file stays completed, the caller gets the error.
         let failure = DownloadError.checksumMismatch
         let ended = machine.transferEnded("a", generation: generation, .failed(failure))
-        #expect(ended == [.publish("a", .completed), .fail([2], "a", .error(failure))])
+        #expect(ended == [.publish("a", .completed), .warn("a", .error(failure)), .fail([2], "a", .error(failure))])
         #expect(machine.hasCompletedFile("a"))
     }
 

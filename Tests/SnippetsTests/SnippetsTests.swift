@@ -46,7 +46,7 @@ final class SnippetsTests: Sendable {
         await manager.shutdown()
     }
 
-    @Test("Resume after a restart: a second manager continues by Range")
+    @Test("Resume after a restart: a second manager continues by Range, verified against the first run's checksum")
     func resume() async throws {
         // A short first request, then a window that stalls after 1 MB: the download is unfinished when it stops. (A
         // whole first request would be cut short at the pause and go on without it: `FirstRequestBudget`.)
@@ -54,12 +54,15 @@ final class SnippetsTests: Sendable {
         var configuration = DownloadManager.Configuration(directory: workspace.directory)
         configuration.firstRequestBudget = nil
         let first = try DownloadManager(configuration: configuration)
-        await first.enqueue(url)
+        let expected = Checksum(
+            algorithm: .sha256, digest: TestContent(name: "resumed", size: 3_000_000).sha256.bytes)!
+        await first.enqueue(url, options: DownloadOptions(checksum: expected))
         #expect(await server.waitUntil { $0.bodyBytesSent >= 1_000_000 + 16_384 })
         await first.suspend(url)
         await first.shutdown()
         let before = server.requests.count
-        try await Snippets.resume(directory: workspace.directory, url: url)
+        let receipt = try await Snippets.resume(directory: workspace.directory, url: url)
+        #expect(receipt.verification == .checksum(expected), "the first run's checksum was compared")
         let resumed = server.requests.dropFirst(before)
         #expect(resumed.first?.method == "HEAD", "\(resumed.map(\.method))")
         #expect((resumed.first { $0.method == "GET" }?.rangeStart ?? 0) > 0, "by Range: \(resumed.map(\.range))")

@@ -11,6 +11,8 @@ extension DownloadManager {
             switch action {
             case .adoptOptions(let url, let fresh):
                 adoptOptions(url, requestOptions, fresh: fresh)
+            case .warn(let url, .error(let error)):
+                emit(.warning(url, reason: "the new version was not kept, the completed file stays: \(error.reason)"))
             case .warn(let url, let failure):
                 emit(.warning(url, reason: error(for: failure, of: url).reason))
             case .publish(let url, let state):
@@ -195,13 +197,15 @@ extension DownloadManager {
             apply(machine.verified(url, expectation: expectation, actual: nil))
             return
         }
-        Task.detached { [weak self] in
+        let id = UUID()
+        verifications[id] = Task.detached { [weak self] in
             let actual = try? FileDigest.checksum(of: file, algorithm: expectation.algorithm)
-            await self?.verifiedFile(url, expectation: expectation, actual: actual)
+            await self?.verifiedFile(url, expectation: expectation, actual: actual, id: id)
         }
     }
 
-    private func verifiedFile(_ url: URL, expectation: Checksum, actual: Checksum?) {
+    private func verifiedFile(_ url: URL, expectation: Checksum, actual: Checksum?, id: UUID) {
+        verifications[id] = nil
         apply(machine.verified(url, expectation: expectation, actual: actual))
         if book[url] != nil { persist(url) }  // the expectations it settled are not kept any more
     }
@@ -293,8 +297,14 @@ extension DownloadManager {
         guard !unsavedURLs.isEmpty else { return }
         // In request order: the journal's order is what `allReceipts` shows after a restart.
         let lines = book.inRequestOrder(unsavedURLs).map { url in
-            book[url].map { JournalLine.put(JournalEntry($0, expectations: machine.expectations(of: url))) }
-                ?? .remove(url)
+            book[url].map { record in
+                var entry = JournalEntry(record, expectations: machine.expectations(of: url))
+                if record.receipt.state != .completed, let file = completedFiles[url] {
+                    entry.replaced = .init(
+                        name: file.url.lastPathComponent, length: file.length, checksum: record.receipt.checksum)
+                }
+                return JournalLine.put(entry)
+            } ?? .remove(url)
         }
         unsavedURLs.removeAll()
         journal?.append(lines)

@@ -51,7 +51,7 @@ extension DownloadManager {
         public var windowSize: Int
         /// Bytes of a fresh download's first request, which opens a connection (see
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
-        var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
+        package var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
         /// When a run's first request, on a new connection, asks for a whole window (see
         /// `Transfer.Configuration.firstRequestBudget`); `nil`: it asks for 16 KiB. Package: tests written around
         /// short first requests turn it off, and so does `dl` with `DL_FIRST_REQUEST_CUT=0`.

@@ -63,9 +63,9 @@ extension DownloadManager {
     ) -> [ReceiptRecord] {
         records.map { record in
             let url = record.receipt.url
-            guard record.receipt.state == .completed, !directory.claims.claim(record.receipt.fileURL, for: url) else {
-                return record
-            }
+            guard record.receipt.state == .completed || record.replacesCompletedFile,
+                !directory.claims.claim(record.receipt.fileURL, for: url)
+            else { return record }
             let owner = directory.claims.owner(of: record.receipt.fileURL)
             problems.append(
                 "\(url.redactedAbsoluteString) shared \(record.receipt.fileURL.lastPathComponent) with "
@@ -76,6 +76,7 @@ extension DownloadManager {
                 url: url, filename: DownloadDirectory.defaultFilename(for: url, key: key),
                 fileURL: directory.partialFile(key: key), state: .idle)
             shared.suggestedFilename = nil
+            shared.replacesCompletedFile = false
             return shared
         }
     }
@@ -100,7 +101,7 @@ extension DownloadManager {
         var filename = entry.filename
         var checksum = entry.checksum
         var verification = entry.verification
-        if let placement = entry.placement {
+        if let placement = entry.placement, placement != entry.replaced {  // equal: that move was done
             guard let target = directory.completedFile(named: placement.name, destination: entry.options.destination)
             else {
                 return .failure(Dropped(reason: "\(url.redactedAbsoluteString) was placed outside the completed area"))
@@ -139,10 +140,23 @@ extension DownloadManager {
             receipt.totalBytesWritten = partial.partialSize ?? 0
         }
         receipt.state = state
-        return .success(
-            ReceiptRecord(
-                receipt: receipt, options: entry.options, suggestedFilename: entry.suggestedFilename,
-                savedExpectations: entry.expectations))
+        var record = ReceiptRecord(
+            receipt: receipt, options: entry.options, suggestedFilename: entry.suggestedFilename,
+            savedExpectations: entry.expectations)
+        if state == .suspended, let replaced = entry.replaced,
+            let file = directory.completedFile(named: replaced.name, destination: entry.options.destination),
+            FileManager.default.sizeOfItem(at: file) == replaced.length
+        {
+            // A newer version was downloading: the verified file it would replace is still the download's.
+            record.replacesCompletedFile = true
+            record.receipt.fileURL = file
+            record.receipt.filename = replaced.name
+            record.receipt.checksum = replaced.checksum
+            record.receipt.verification = entry.verification ?? replaced.checksum.map(Verification.computed)
+            record.receipt.totalBytesWritten = replaced.length
+            record.receipt.totalBytesExpectedToWrite = replaced.length
+        }
+        return .success(record)
     }
 
     /// Whether a verified partial file reached `target`: it is gone and the target has its length and checksum, or

@@ -14,6 +14,9 @@ extension DownloadManager {
     /// One caller's request: validated, a completed file moved if its naming or destination changed, then handed to
     /// the machine.
     func request(_ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?) {
+        if machine.isShuttingDown {  // no receipt for a request that cannot start any more
+            return apply(machine.request(url, expectation: nil, waiter: waiter, completedFileIsIntact: false))
+        }
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
         var expectation: Checksum?
         do throws(DownloadError) {
@@ -142,7 +145,9 @@ extension DownloadManager {
             record.receipt.fileURL = moved
             record.receipt.filename = moved.lastPathComponent
         }
+        let moved = book[url]?.receipt != record.receipt
         book[url] = record
-        changed(url)
+        persist(url)
+        if moved { emit(.progress(record.receipt)) }  // the state is the same: the receipt changed otherwise
     }
 }

@@ -57,12 +57,14 @@ extension DownloadManager {
         return !pending && partials.isEmpty
     }
 
-    /// Waits until every stopping transfer and pending file clean-up has ended (for tests and orderly exits).
+    /// Waits until every stopping transfer, verification of a completed file and pending file clean-up has ended (for
+    /// tests and orderly exits).
     func waitUntilQuiet() async {
         while true {
             let stopping = transfers.filter { !machine.isRunning($0.key, generation: $0.value.generation) }
-            if stopping.isEmpty { break }
+            if stopping.isEmpty && verifications.isEmpty { break }
             for transfer in stopping.values { await transfer.task.value }
+            for verification in verifications.values { await verification.value }
         }
         await fileWork.barrier()
     }

@@ -27,6 +27,8 @@ extension DownloadManager.StateMachine {
         var discardsFiles = false
         /// Why the download failed, while it is `.failed`.
         var error: DownloadError?
+        /// `verifying` holds verifications asked before a restart, to start when the download is next asked for.
+        var verificationsWait = false
 
         /// Whether a request continues this download as it is (it is waiting, running or suspended), rather than
         /// starting a new attempt (completed, failed, removed).
@@ -57,6 +59,13 @@ extension DownloadManager.StateMachine {
             } else {
                 otherExpectations.append(expectation)
             }
+        }
+
+        /// Starts the verifications restored from before a restart, once.
+        mutating func startWaitingVerifications(_ key: Key) -> [Action] {
+            guard verificationsWait else { return [] }
+            verificationsWait = false
+            return verifying.map { .verify(key, $0.expectation) }
         }
 
         /// What a transfer that starts now verifies: the download's own expectation, or, when it has none, the

@@ -59,7 +59,7 @@ extension DownloadManager.StateMachine {
             let error = entry.error ?? .fileSystem(nil, reason: "the completed file is gone")
             return pending.waiters.isEmpty ? [] : [.fail(pending.waiters, key, .error(error))]
         case .completed:
-            break
+            entry.otherExpectations.removeAll { $0 == expectation }  // answered now
         }
         if actual == expectation {
             if entry.checksum == nil { entry.checksum = actual }
@@ -110,10 +110,11 @@ extension DownloadManager.StateMachine {
             answer(key, &entry, checksum: checksum, &actions)
         case .failed(let error):
             if entry.replacesCompletedFile {
-                // The completed file stays the download's: only a verified file replaces it.
+                // The completed file stays the download's: only a verified file replaces it. Said as a warning too,
+                // for the requests that asked for it without waiting.
                 entry.phase = .completed
                 entry.replacesCompletedFile = false
-                actions.append(.publish(key, .completed))
+                actions += [.publish(key, .completed), .warn(key, .error(error))]
             } else {
                 entry.phase = .failed
                 entry.error = error

@@ -80,23 +80,36 @@ extension DownloadManager {
 
         // MARK: - Events from callers
 
-        /// The expected checksums a download keeps (its own first), for saving.
-        func expectations(of key: Key) -> [Checksum] {
-            guard let entry = entries[key] else { return [] }
-            return (entry.expectation.map { [$0] } ?? []) + entry.otherExpectations
+        /// The expected checksums a download keeps, for saving.
+        func expectations(of key: Key) -> KeptExpectations {
+            guard let entry = entries[key] else { return .none }
+            return KeptExpectations(own: entry.expectation, others: entry.otherExpectations)
         }
 
         /// A download known from saved state, at start.
         /// - Parameters:
         ///   - checksum: the completed file's checksum, when known.
-        ///   - expectations: the expected checksums it kept, its own first.
+        ///   - expectations: the expected checksums it kept; a completed download's others are verifications asked
+        ///     and not finished (`restoredVerifications()` starts them again).
+        ///   - replacesCompletedFile: it has a completed file, which a newer version (interrupted) replaces once
+        ///     verified; it comes back suspended, keeping the file.
         mutating func restore(
-            _ key: Key, state: DownloadState, checksum: Checksum?, expectations: [Checksum] = [], priority: Int = 0
+            _ key: Key, state: DownloadState, checksum: Checksum?, expectations: KeptExpectations = .none,
+            priority: Int = 0,
+            replacesCompletedFile: Bool = false
         ) {
             var entry = Entry()
             entry.priority = priority
-            entry.expectation = expectations.first
-            entry.otherExpectations = Array(expectations.dropFirst())
+            entry.expectation = expectations.own
+            entry.otherExpectations = expectations.others
+            if replacesCompletedFile && state != .completed {
+                entry.phase = .suspended
+                entry.hasCompletedFile = true
+                entry.replacesCompletedFile = true
+                entry.checksum = checksum
+                entries[key] = entry
+                return
+            }
             switch state {
             case .idle: entry.phase = .idle
             case .queued, .downloading, .suspended: entry.phase = .suspended  // interrupted: not running any more
@@ -104,6 +117,10 @@ extension DownloadManager {
                 entry.phase = .completed
                 entry.hasCompletedFile = true
                 entry.checksum = checksum
+                // Compared again when the download is next asked for or resumed; a mismatch is then a warning
+                // (nothing downloads on its own after a restart).
+                entry.verifying = entry.otherExpectations.map { ($0, [], false) }
+                entry.verificationsWait = !entry.verifying.isEmpty
             case .failed: entry.phase = .failed
             }
             entries[key] = entry
@@ -161,6 +178,7 @@ extension DownloadManager {
                 actions = [.publish(key, .downloading)]
             case .completed where completedFileIsIntact:
                 if priority != 0 { entry.priority = priority }  // for a download that may follow
+                actions = entry.startWaitingVerifications(key)
                 if let expectation, let checksum = entry.checksum, checksum.algorithm == expectation.algorithm,
                     checksum != expectation
                 {
@@ -173,10 +191,14 @@ extension DownloadManager {
                         if let waiting { entry.verifying[index].waiters.append(waiting.id) }
                     } else {
                         entry.verifying.append((expectation, waiting.map { [$0.id] } ?? [], true))
-                        actions = [.verify(key, expectation)]
+                        // Kept until it is answered, so that a restart meanwhile verifies it again.
+                        if !entry.otherExpectations.contains(expectation) {
+                            entry.otherExpectations.append(expectation)
+                        }
+                        actions.append(.verify(key, expectation))
                     }
                 } else if let waiting {
-                    actions = [.succeed([waiting.id], key)]
+                    actions.append(.succeed([waiting.id], key))
                 }
             case .idle, .suspended:
                 // Continues with what it kept: its partial file, its options, its expectations.
@@ -234,7 +256,9 @@ extension DownloadManager {
             case .stopping(let generation, next: .suspend):
                 entry.phase = .stopping(generation, next: .resume)
                 actions = [.publish(key, .downloading)]
-            case .queued, .running, .stopping(_, next: .resume), .completed:
+            case .completed:
+                actions = entry.startWaitingVerifications(key)
+            case .queued, .running, .stopping(_, next: .resume):
                 return []
             }
             entries[key] = entry

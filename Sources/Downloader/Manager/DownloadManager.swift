@@ -9,19 +9,21 @@ import Foundation
 #endif
 
 /// Downloads many files at once, streamed to disk in constant memory, resumable after any interruption and verified
-/// by MD5. The URL is a download's identity.
+/// (MD5, SHA-1 or SHA-256: your checksum, else the server's digest, else MD5). The URL is a download's identity.
 ///
 /// ```swift
 /// let manager = try DownloadManager(configuration: .init(directory: directory))
 /// let receipt = try await manager.download(url)
-/// print(receipt.fileURL.path, receipt.md5!)
+/// print(receipt.fileURL.path, receipt.verification!)
 /// ```
 ///
 /// At most `maximumActiveDownloads` transfer at once; the others wait as `.queued`. A second request for a URL that
 /// is waiting or running joins it; for a completed URL whose file is still there, it returns at once. Every caller's
-/// own expected checksum is compared with the file it gets. Receipts are saved in the directory, so a new manager
-/// (after a restart, a crash or `kill -9`) finds unfinished downloads as `.suspended` and `resume` continues them by
-/// Range.
+/// own expected checksum is compared with the file it gets. Receipts — with what each download was asked: expected
+/// checksums, naming, destination, headers, mirrors, priority, connections — are saved in the directory, so a new
+/// manager (after a restart, a crash or `kill -9`) finds unfinished downloads as `.suspended`, and `download(url)` or
+/// `resume` continues them by Range as they were asked. A delivered file belongs to one download: removing one never
+/// deletes another's.
 ///
 /// Every change of a download's life goes through one pure state machine (`DownloadManager.StateMachine`); the actor
 /// carries out the actions it returns. Suspend, resume, remove and shutdown may come at any moment, also while a file
@@ -98,6 +100,8 @@ public actor DownloadManager {
     var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
     var transfersEnded = false
     var shutdownTask: Task<Void, Never>?
+    /// Completed files being hashed for an expectation (`verify`), until they report.
+    var verifications: [UUID: Task<Void, Never>] = [:]
 
     /// Creates a manager on a directory, creating it if needed, and loads the receipts saved there.
     ///
@@ -167,8 +171,9 @@ public actor DownloadManager {
             let url = record.receipt.url
             machine.restore(
                 url, state: record.receipt.state, checksum: record.receipt.checksum,
-                expectations: record.savedExpectations, priority: record.options.priority)
-            if record.receipt.state == .completed {
+                expectations: record.savedExpectations, priority: record.options.priority,
+                replacesCompletedFile: record.replacesCompletedFile)
+            if record.receipt.state == .completed || record.replacesCompletedFile {
                 completedFiles[url] = CompletedFile(
                     url: record.receipt.fileURL, length: record.receipt.totalBytesWritten)
             }
@@ -185,16 +190,24 @@ public actor DownloadManager {
 
     // MARK: - Starting and joining
 
-    /// Starts (or joins) the download and returns when it is completed and verified.
+    /// Starts (or joins, or continues) the download and returns when it is completed and verified.
+    ///
+    /// A download keeps what it was asked, across restarts. A request for a waiting or running download joins it: its
+    /// options stay, but this caller's expected checksum is compared with the file for this caller. A request for a
+    /// suspended or failed download (also one found after a restart) continues it: options this request sets replace
+    /// the saved ones, options it leaves at their defaults keep them (headers are merged by name, mirrors added). An
+    /// expected checksum joins the ones the download keeps; one that contradicts the download's own (the same
+    /// algorithm, another digest) is refused at once with `.checksumMismatch` — except for a failed download, which
+    /// starts a new attempt with it, and a completed one, for which another digest means the server may have a newer
+    /// version: it is fetched and replaces the file only if it matches.
     /// - Parameters:
     ///   - url: what to download; its identity.
-    ///   - options: headers, expected MD5, naming. When joining a running download its options stay, but the
-    ///     expected MD5 is compared with the result for this caller.
+    ///   - options: headers, expected checksum, naming, destination, … (see above for a download that exists).
     /// - Returns: the completed receipt; `fileURL` is the verified file.
     /// - Throws: `DownloadError` when the download fails, is suspended (`.suspended`) or removed, or the manager
-    ///   shuts down (`.cancelled`); `.checksumMismatch` when the file is not the one this caller expected;
-    ///   `CancellationError` when the calling task is cancelled (the download is then suspended, unless another
-    ///   caller still waits for it).
+    ///   shuts down (`.cancelled`); `.checksumMismatch` when the file is not the one this caller expected, or this
+    ///   caller's checksum contradicts the one the unfinished download expects; `CancellationError` when the calling
+    ///   task is cancelled (the download is then suspended, unless another caller still waits for it).
     public func download(_ url: URL, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
         let id = makeWaiterID()
         return try await withTaskCancellationHandler {
@@ -215,17 +228,20 @@ public actor DownloadManager {
         try await download(try URL.download(string), options: options)
     }
 
-    /// Starts (or joins) the download and returns its receipt at once (block-callback style).
+    /// Starts (or joins, or continues) the download and returns its receipt at once (block-callback style). Options
+    /// and expected checksums are taken as by `download(_:options:)`; without a `completion`, what would fail this
+    /// caller (a checksum that contradicts the download's, or that the file turns out not to have) is said by a
+    /// `DownloadEvent.warning`.
     /// - Parameters:
     ///   - url: what to download.
-    ///   - options: headers, expected MD5, naming.
+    ///   - options: headers, expected checksum, naming, destination, …
     ///   - progress: called with the receipt as bytes arrive (at most 10 times a second), until the download stops.
     ///     A slow callback gets the newest receipt next (calls are coalesced, never queued without bound).
     ///   - completion: called once, after the last progress call, when the download completes, fails, is suspended
     ///     or removed, or the manager shuts down.
     ///
-    /// Both run in order on a task of their own, never on the manager's actor: a slow callback delays only its own
-    /// later calls, not the manager or another download.
+    /// Both run in order on a serial dispatch queue of their own, never on the manager's actor: a slow (even blocking)
+    /// callback delays only its own later calls, not the manager or another download.
     /// - Returns: the receipt as it is now.
     @discardableResult
     public func enqueue(
@@ -234,7 +250,7 @@ public actor DownloadManager {
         completion: (@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)? = nil
     ) -> DownloadReceipt {
         var id: Machine.WaiterID?
-        // The callbacks run on a task of their own, never on this actor (see `CallbackChannel`).
+        // The callbacks run on a dispatch queue of their own, never on this actor (see `CallbackChannel`).
         let channel =
             progress != nil || completion != nil ? CallbackChannel(progress: progress, completion: completion) : nil
         if let channel, completion != nil {
@@ -278,7 +294,7 @@ public actor DownloadManager {
     public func resume(_ receipt: DownloadReceipt) { resume(receipt.url) }
 
     /// Stops a download and deletes its files (partial and completed) and its receipt. Callers waiting for it get
-    /// `DownloadError.cancelled`.
+    /// `DownloadError.cancelled`. Files of other downloads are never touched, even one with the same bytes.
     public func remove(_ url: URL) {
         apply(machine.remove(url))
     }
@@ -292,6 +308,8 @@ public actor DownloadManager {
     public func forget(_ url: URL) {
         // Unknown to the actor, the completed file is never deleted (not even by a replacement still stopping); it
         // is the user's now, claimed by no download.
+        // A download already removed (its files going) is not forgotten again.
+        guard machine.phase(of: url) != nil else { return }
         if let file = completedFiles.removeValue(forKey: url) { directory.claims.release(file.url, of: url) }
         apply(machine.remove(url, keepingCompletedFile: true))
     }

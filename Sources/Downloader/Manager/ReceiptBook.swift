@@ -6,7 +6,9 @@ struct ReceiptRecord: Sendable, Equatable {
     var suggestedFilename: String?
     /// The expected checksums as saved, its own first: read at start; while the manager runs, its state machine
     /// keeps them.
-    var savedExpectations: [Checksum] = []
+    var savedExpectations = KeptExpectations.none
+    /// Read at start: the receipt's file is a verified file that a newer version, not finished, replaces once verified.
+    var replacesCompletedFile = false
 }
 
 /// The receipts of a manager with the options to resume them, in the order downloads were first requested.

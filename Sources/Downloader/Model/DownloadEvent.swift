@@ -4,7 +4,9 @@ import Foundation
 public enum DownloadEvent: Sendable, Hashable {
     /// The receipt's state changed (for example `queued` → `downloading`).
     case stateChanged(DownloadReceipt)
-    /// Bytes arrived: counts, fraction, speed and ETA (at most 10 events a second per download).
+    /// The receipt changed without a change of state: bytes arrived (counts, fraction, speed and ETA, at most 10
+    /// events a second per download), the last count of a transfer that stopped, or a completed file that moved to
+    /// the name or destination a request asked for.
     case progress(DownloadReceipt)
     /// The download was removed (its files deleted) or forgotten (its completed file kept).
     case removed(URL)

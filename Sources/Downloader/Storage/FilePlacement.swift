@@ -16,7 +16,9 @@ import Foundation
 /// going (the manager writes it to its journal), so a crash at any moment of the move is recognised at the next start.
 /// A file already at the name with the same length and checksum is the same file (a rerun after the state was
 /// cleaned up): it is taken as the result instead of making a `name (1)` copy — unless another download of the
-/// manager claims it (`FileClaims`): a file belongs to one download, so that removing one never deletes another's.
+/// manager claims it (`FileClaims`) or its extended attributes name another URL (a file another download delivered,
+/// perhaps forgotten since: the user's now): a file belongs to one download, so that removing one never deletes
+/// another's.
 enum FilePlacement {
     /// The verified file to place.
     enum Source {
@@ -123,7 +125,9 @@ enum FilePlacement {
                     placed = true
                     return file
                 case EEXIST:
-                    if isIdentical(file, length: length, checksum: checksum) {
+                    if isIdentical(file, length: length, checksum: checksum),
+                        !FileRecord.recordsAnotherOrigin(at: file, than: downloadURL)
+                    {
                         source.unlink()
                         placed = true
                         return file

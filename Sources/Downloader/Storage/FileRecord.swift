@@ -54,6 +54,17 @@ struct FileRecord: Codable, Sendable, Equatable {
         return (record, FileIdentity(info))
     }
 
+    /// Whether the file at `path` records another URL than `url` as its origin (`user.xdg.origin.url`): a file
+    /// delivered for another download, or by `wget --xattr` or `curl --xattr` from elsewhere. `false` when it records
+    /// none (or cannot be read).
+    static func recordsAnotherOrigin(at path: URL, than url: URL) -> Bool {
+        let fd = open(path.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return false }
+        defer { _ = closeDescriptor(fd) }
+        guard let recorded = get(urlAttribute, from: fd) else { return false }
+        return recorded != Array(recordedText(url).utf8)
+    }
+
     private static func set(_ value: [UInt8], named name: String, on fd: Int32) {
         value.withUnsafeBytes { bytes in
             #if canImport(Darwin)

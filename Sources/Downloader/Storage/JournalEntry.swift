@@ -57,21 +57,24 @@ struct JournalEntry: Codable, Sendable, Equatable {
     var error: DownloadError?
     var suggestedFilename: String?
     var placement: Placement?
+    /// The verified file a download keeps while a newer version of it downloads (its state is then not
+    /// `.completed`): it stays the download's until a verified replacement takes its place.
+    var replaced: Placement?
     /// Expected checksums that requests added beside `options.checksum`, the download's own (see
     /// `DownloadManager.StateMachine.Entry.otherExpectations`).
     var otherExpectations: [Checksum]?
 
-    /// The expected checksums the download keeps, its own first.
-    var expectations: [Checksum] {
-        ((try? options.expectation()).flatMap { $0.map { [$0] } } ?? []) + (otherExpectations ?? [])
+    /// The expected checksums the download keeps.
+    var expectations: KeptExpectations {
+        KeptExpectations(own: (try? options.expectation()) ?? nil, others: otherExpectations ?? [])
     }
 
     /// The entry of a record as it is now.
     /// - Parameters:
     ///   - record: the download's record.
-    ///   - expectations: the expected checksums it keeps, its own first (they replace the options' own); `nil`
-    ///     keeps the options' own.
-    init(_ record: ReceiptRecord, expectations: [Checksum]? = nil) {
+    ///   - expectations: the expected checksums it keeps (they replace the options' own); `nil` keeps the options'
+    ///     own.
+    init(_ record: ReceiptRecord, expectations: KeptExpectations? = nil) {
         let receipt = record.receipt
         url = receipt.url
         options = record.options
@@ -87,7 +90,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
 
     /// The entry written just before a verified file is moved to `name`.
     init(
-        placing url: URL, options: DownloadOptions, expectations: [Checksum]? = nil, name: String, length: Int64,
+        placing url: URL, options: DownloadOptions, expectations: KeptExpectations? = nil, name: String, length: Int64,
         checksum: Checksum?, suggested: String?
     ) {
         self.url = url
@@ -100,10 +103,10 @@ struct JournalEntry: Codable, Sendable, Equatable {
     }
 
     /// Stores the expected checksums a download keeps: its own as `options.checksum`, the others beside.
-    private mutating func keep(_ expectations: [Checksum]?) {
+    private mutating func keep(_ expectations: KeptExpectations?) {
         guard let expectations else { return }
-        options.checksum = expectations.first
+        options.checksum = expectations.own
         options.expectedMD5 = nil
-        otherExpectations = expectations.count > 1 ? Array(expectations.dropFirst()) : nil
+        otherExpectations = expectations.others.isEmpty ? nil : expectations.others
     }
 }

@@ -59,20 +59,30 @@ extension JournalEntry {
         }
         if let placement {
             out.key("placement")
-            out.open()
-            out.key("name")
-            out.string(placement.name)
-            out.key("length")
-            out.integer(placement.length)
-            if let checksum = placement.checksum {
-                out.key("checksum")
-                out.string(checksum.description)
-            }
-            out.close()
+            placement.write(to: &out)
+        }
+        if let replaced {
+            out.key("replaced")
+            replaced.write(to: &out)
         }
         if let error, let json = try? JSONEncoder().encode(error) {  // rare: only failed downloads
             out.key("error")
             out.raw(json)
+        }
+        out.close()
+    }
+}
+
+extension JournalEntry.Placement {
+    fileprivate func write(to out: inout JSONText) {
+        out.open()
+        out.key("name")
+        out.string(name)
+        out.key("length")
+        out.integer(length)
+        if let checksum {
+            out.key("checksum")
+            out.string(checksum.description)
         }
         out.close()
     }

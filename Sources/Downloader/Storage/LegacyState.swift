@@ -55,7 +55,7 @@ enum LegacyState {
             entries.append(
                 JournalEntry(
                     ReceiptRecord(receipt: receipt, options: record.options),
-                    expectations: (try? record.options.expectation()).flatMap { $0.map { [$0] } } ?? []))
+                    expectations: KeptExpectations(own: (try? record.options.expectation()) ?? nil)))
         }
         // The partial files and their saved state move into the state folder.
         let downloading = directory.root.appendingPathComponent("downloading", isDirectory: true)

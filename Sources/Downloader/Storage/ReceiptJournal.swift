@@ -186,7 +186,9 @@ final class ReceiptJournal: @unchecked Sendable {
         writeUnsaved()
     }
 
-    /// Applies the placement rule: a line carries the pending placement of its download until one supersedes it.
+    /// Applies the placement rule: a line carries the pending placement of its download until one supersedes it — a
+    /// completed line, or a line whose `replaced` file is the placed one (the move is done, and a newer version is
+    /// downloading already).
     private func withPlacement(_ line: JournalLine) -> JournalLine {
         let key = line.url.absoluteString
         guard case .put(var entry) = line else {
@@ -195,7 +197,7 @@ final class ReceiptJournal: @unchecked Sendable {
         }
         if let placement = entry.placement {
             placements[key] = placement
-        } else if entry.state == .completed {
+        } else if entry.state == .completed || (entry.replaced != nil && entry.replaced == placements[key]) {
             placements[key] = nil
         } else if let placement = placements[key] {
             entry.placement = placement

@@ -1,0 +1,249 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// The invariants of the model-based test, checked whenever the run settles (every download resting, every caller
+/// answered, every file operation done).
+extension ModelRun {
+    /// Waits until nothing moves, then checks every invariant.
+    func settle(final: Bool = false) async {
+        let manager = self.manager!
+        // Deadlines, not delays: each only ends a run that would otherwise hang, which is itself a failure. A
+        // verification that ends while the manager quietens may start a newer version: then again.
+        for _ in 0..<10 {
+            let rested = await Self.poll(within: .seconds(120)) {
+                await manager.allReceipts.allSatisfy(\.state.isResting)
+            }
+            if !rested {
+                let moving = await manager.allReceipts.filter { !$0.state.isResting }.map { "\($0.url) \($0.state)" }
+                note("downloads never rested: \(moving)")
+                return
+            }
+            await manager.waitUntilQuiet()
+            if await manager.allReceipts.allSatisfy(\.state.isResting) { break }
+        }
+        await waitForAnswers(of: epoch)
+        let receipts = await manager.allReceipts
+        checkAnswers()
+        checkFiles(receipts)
+        await checkEvents(receipts)
+        checkUnanswerable(receipts, final: final)
+    }
+
+    /// Waits until every caller of `epoch` was answered, and checks each answer.
+    func waitForAnswers(of epoch: Int) async {
+        let ids = model.callers.values.filter { $0.epoch == epoch && !$0.answered }.map(\.id)
+        let outcomes = self.outcomes
+        let answered = await Self.poll(within: .seconds(60)) {
+            outcomes.withLock { done in ids.allSatisfy { done[$0] != nil } }
+        }
+        if !answered {
+            let waiting = ids.filter { id in outcomes.withLock { $0[id] == nil } }
+            note("callers never answered: \(waiting.map { "#\($0)" })")
+        }
+        checkAnswers()
+    }
+
+    /// Every answer so far is one the caller may get.
+    func checkAnswers() {
+        let answers = outcomes.withLock { $0 }
+        for (id, result) in answers where model.callers[id]?.answered == false {
+            model.callers[id]?.answered = true
+            for problem in model.problems(answering: id, with: result) { note(problem) }
+        }
+    }
+
+    /// Completed receipts point at their own, whole, true files; a forgotten file is never changed; nothing else is in
+    /// the completed area.
+    func checkFiles(_ receipts: [DownloadReceipt]) {
+        var owners: [URL: URL] = [:]
+        let partials = directory.appendingPathComponent(".downloader").standardizedFileURL.path + "/"
+        // A completed download's file, or the one a download keeps while a newer version downloads.
+        for receipt in receipts where receipt.state == .completed || !receipt.fileURL.path.hasPrefix(partials) {
+            let file = receipt.fileURL.standardizedFileURL
+            guard let resource = model.resources.first(where: { $0.url == receipt.url }) else { continue }
+            if let other = owners.updateValue(receipt.url, forKey: file) {
+                note("\(receipt.url) and \(other) both report \(file.lastPathComponent)")
+            }
+            guard let data = try? Data(contentsOf: file) else {
+                note("\(receipt.url) is completed but \(file.path) is missing")
+                continue
+            }
+            if data != resource.content.data { note("\(receipt.url)'s file \(file.lastPathComponent) has other bytes") }
+        }
+        for (file, resource) in forgotten {
+            if let data = try? Data(contentsOf: file), data != model.resources[resource].content.data {
+                note("the forgotten file \(file.lastPathComponent) was changed")
+            }
+        }
+        let completed = directory.appendingPathComponent("completed")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: completed.path)) ?? []
+        for name in names {
+            let file = completed.appendingPathComponent(name).standardizedFileURL
+            if owners[file] == nil && forgotten[file] == nil {
+                note("\(name) in the completed area belongs to no download and was not forgotten")
+                if ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
+                    print("STRAY \(name)\n" + receipts.map(\.description).joined(separator: "\n"))
+                    let journal = directory.appendingPathComponent(".downloader/journal")
+                    print("JOURNAL\n" + ((try? String(contentsOf: journal, encoding: .utf8)) ?? "none"))
+                    print(log.withLock { $0.map { "\($0.epoch) \($0.event)" }.joined(separator: "\n") })
+                }
+            }
+        }
+        checkSentinel()
+    }
+
+    /// The file beside the directory is untouched, and the workspace holds nothing else.
+    func checkSentinel() {
+        if (try? Data(contentsOf: sentinel)) != Data("the user's file beside the directory\n".utf8) {
+            note("the file beside the download directory changed")
+        }
+        let names = Set((try? FileManager.default.contentsOfDirectory(atPath: workspace.directory.path)) ?? [])
+        if names != ["downloads", "sentinel.txt"] { note("the workspace holds \(names.sorted())") }
+    }
+
+    /// The event stream and `allReceipts` agree; one state change is one event.
+    func checkEvents(_ receipts: [DownloadReceipt]) async {
+        let byURL = Dictionary(receipts.map { ($0.url, $0) }, uniquingKeysWith: { $1 })
+        let epoch = self.epoch
+        let log = self.log
+        // The stream is delivered asynchronously: wait (with a deadline) until it caught up with the receipts.
+        let agrees = await Self.poll(within: .seconds(10)) {
+            let events = log.withLock { $0.filter { $0.epoch == epoch }.map(\.event) }
+            return Self.disagreements(events, byURL).isEmpty
+        }
+        if !agrees {
+            let events = log.withLock { $0.filter { $0.epoch == epoch }.map(\.event) }
+            for problem in Self.disagreements(events, byURL) { note(problem) }
+        }
+        let events = log.withLock { $0.filter { $0.epoch == epoch }.map(\.event) }
+        var lastState: [URL: DownloadState] = [:]
+        for event in events {
+            switch event {
+            case .stateChanged(let receipt):
+                if lastState[receipt.url] == receipt.state {
+                    note("stateChanged(\(receipt.state)) twice in a row for \(receipt.url)")
+                }
+                lastState[receipt.url] = receipt.state
+            case .removed(let url):
+                lastState[url] = nil
+            default:
+                break
+            }
+        }
+    }
+
+    /// Where the last event of each download this manager reported disagrees with its receipt.
+    static func disagreements(_ events: [DownloadEvent], _ receipts: [URL: DownloadReceipt]) -> [String] {
+        var last: [URL: DownloadEvent] = [:]
+        for event in events {
+            switch event {
+            case .stateChanged, .progress, .removed: last[event.url] = event
+            default: break
+            }
+        }
+        var problems: [String] = []
+        for (url, event) in last {
+            switch (event, receipts[url]) {
+            case (.removed, nil): break
+            case (.removed, let receipt?): problems.append("\(url): last event removed, receipt \(receipt.state)")
+            case (_, nil): problems.append("\(url): no receipt, last event \(event)")
+            case (_, let receipt?):
+                let told = event.receipt!
+                if told.state != receipt.state || told.totalBytesWritten != receipt.totalBytesWritten
+                    || told.fileURL != receipt.fileURL
+                {
+                    problems.append("\(url): last event \(told), receipt \(receipt)")
+                }
+            }
+        }
+        for (url, receipt) in receipts where last[url] == nil && !receipt.state.isResting {
+            problems.append("\(url) is \(receipt.state) without an event")
+        }
+        return problems
+    }
+
+    /// A wrong expectation given without a way to answer is said (a warning, or the download failed) before the
+    /// download completes after it; at the end (`final`, after `resumeAll`) every one of a completed download is.
+    func checkUnanswerable(_ receipts: [DownloadReceipt], final: Bool = false) {
+        let events = log.withLock { $0.map(\.event) }
+        let resources = model.resources
+        let answers = outcomes.withLock { $0 }
+        // A caller of the same download with the same expectation that was told it failed told it for everyone.
+        let toldByCaller = Set(
+            model.callers.values.compactMap { caller -> String? in
+                guard let expectation = caller.expectation, case .failure? = answers[caller.id] else { return nil }
+                return "\(caller.resource) \(expectation)"
+            })
+        var found: [String] = []
+        defer { for problem in found { note(problem) } }
+        model.unanswerable.removeAll { pending in
+            let url = resources[pending.resource].url
+            let said = events.dropFirst(pending.since).contains { event in
+                switch event {
+                case .warning(url, _): return true
+                case .stateChanged(let receipt): return receipt.url == url && receipt.state == .failed
+                default: return false
+                }
+            }
+            if said || toldByCaller.contains("\(pending.resource) \(pending.expectation)") { return true }
+            let completedSince = events.dropFirst(pending.since).contains { event in
+                if case .stateChanged(let receipt) = event { return receipt.url == url && receipt.state == .completed }
+                return false
+            }
+            if receipts.first(where: { $0.url == url })?.state == .completed && (completedSince || final) {
+                found.append(
+                    "\(url) completed; the expectation \(pending.expectation) given without a callback was never said")
+                return true
+            }
+            return false
+        }
+    }
+
+    /// Downloads known before a restart are known after it, completed ones with the same file (`exact`), the others
+    /// resting.
+    func checkRestored(_ before: [DownloadReceipt], _ after: [DownloadReceipt], exact: Bool) {
+        let byURL = Dictionary(after.map { ($0.url, $0) }, uniquingKeysWith: { $1 })
+        for receipt in before {
+            guard let restored = byURL[receipt.url] else {
+                note("\(receipt.url) (\(receipt.state)) was lost by the restart")
+                if ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
+                    let journal = directory.appendingPathComponent(".downloader/journal")
+                    print("LOST \(receipt)\n" + ((try? String(contentsOf: journal, encoding: .utf8)) ?? "no journal"))
+                }
+                continue
+            }
+            if receipt.state == .completed {
+                // After the child, a newer version it asked for may be downloading: the file stays the download's.
+                let partials = directory.appendingPathComponent(".downloader").standardizedFileURL.path + "/"
+                let replacing = !exact && restored.state == .suspended && !restored.fileURL.path.hasPrefix(partials)
+                if restored.state != .completed && !replacing {
+                    note("\(receipt.url) completed before, \(restored.state) after")
+                }
+                if exact && restored.fileURL != receipt.fileURL {
+                    note("\(receipt.url)'s file moved across the restart: \(receipt.fileURL) → \(restored.fileURL)")
+                }
+            } else if exact {
+                let expected: DownloadState =
+                    receipt.state == .queued || receipt.state == .downloading ? .suspended : receipt.state
+                if restored.state != expected {
+                    note("\(receipt.url) was \(receipt.state), restored \(restored.state)")
+                }
+            }
+            if !restored.state.isResting { note("\(receipt.url) restored \(restored.state)") }
+        }
+    }
+
+    /// Evaluates `condition` until it holds or the deadline passes. It waits on no event (the condition spans actors
+    /// and streams); the short pauses only bound how soon it is noticed.
+    static func poll(within limit: Duration, _ condition: () async -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + limit
+        while ContinuousClock.now < deadline {
+            if await condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return await condition()
+    }
+}
