@@ -165,18 +165,23 @@ extension DownloadManager.StateMachine {
         entry.waiters = []
         if !succeeded.isEmpty { actions.append(.succeed(succeeded, key)) }
         // The expectations nobody waits for any more (their caller went, or the process restarted): compared too,
-        // and a mismatch is said as a warning.
-        for expectation in entry.otherExpectations where !answered.contains(expectation) {
+        // and a mismatch is said as a warning. One that needs the file hashed again stays kept until it is answered
+        // (`verified`), so that a shutdown meanwhile does not lose it.
+        var kept: [Checksum] = []
+        for expectation in entry.otherExpectations {
             if let checksum, checksum.algorithm == expectation.algorithm {
-                if checksum != expectation {
+                if checksum != expectation && !answered.contains(expectation) {
                     actions.append(.warn(key, .mismatch(expected: expectation, actual: checksum)))
                 }
-            } else if !entry.verifying.contains(where: { $0.expectation == expectation }) {
+                continue
+            }
+            kept.append(expectation)
+            if !entry.verifying.contains(where: { $0.expectation == expectation }) {
                 entry.verifying.append((expectation, [], false))
                 actions.append(.verify(key, expectation))
             }
         }
-        entry.otherExpectations = []
+        entry.otherExpectations = kept
     }
 
     /// Starts waiting downloads while slots are free; once shutting down, reports when the last slot is free.
