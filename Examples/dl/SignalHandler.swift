@@ -15,6 +15,7 @@ final class SignalHandler: @unchecked Sendable {
     private let manager: DownloadManager
     private let renderer: ProgressRenderer
     private let directory: URL
+    private let stateDirectory: URL
     private let lock = NSLock()
     private var stopping = false
     private var sources: [DispatchSourceSignal] = []
@@ -23,6 +24,7 @@ final class SignalHandler: @unchecked Sendable {
         self.manager = manager
         self.renderer = renderer
         self.directory = directory
+        stateDirectory = directory.appendingPathComponent(".dl", isDirectory: true)
     }
 
     /// Whether a signal has started the clean stop.
@@ -52,9 +54,23 @@ final class SignalHandler: @unchecked Sendable {
         Task {
             renderer.freeze()  // the last progress stays on screen
             await manager.shutdown()
-            renderer.printError("dl: stopped; state saved in \(directory.path), run the same command to resume")
+            renderer.printError(Self.stopMessage(directory: directory, state: stateDirectory))
             exit(status)
         }
+    }
+
+    /// What a stop says: where the state is and that the same command resumes — and which downloads it cannot
+    /// resume (their server sends the whole body in one response: the rerun fetches them again).
+    static func stopMessage(directory: URL, state: URL) -> String {
+        let whole = DownloadManager.savedDownloads(in: state).downloads.filter { !$0.resumable }
+        var message = "dl: stopped; state saved in \(directory.path), run the same command to resume"
+        if !whole.isEmpty {
+            let names = whole.prefix(3).map { Screen.safe($0.name) }.joined(separator: ", ")
+            let more = whole.count > 3 ? " and \(whole.count - 3) more" : ""
+            message += " (\(names)\(more) cannot be resumed: the server sends \(whole.count == 1 ? "it" : "them") "
+            message += "whole, so the rerun fetches \(whole.count == 1 ? "it" : "them") again)"
+        }
+        return message
     }
 
     /// Parks the main flow while the signal task finishes the stop and exits.

@@ -27,7 +27,9 @@ func list(_ state: URL, directory: URL) -> Int32 {
     for download in downloads {
         let total = download.totalBytes.map(String.init) ?? "?"
         listing += "\(download.state.rawValue)\t\(download.bytesOnDisk)/\(total)\t"
-        listing += "\(Screen.safe(download.name))\t\(Screen.safe(download.url.redactedAbsoluteString))\n"
+        listing += "\(Screen.safe(download.name))\t\(Screen.safe(download.url.redactedAbsoluteString))"
+        listing +=
+            download.resumable ? "\n" : "\t(not resumable: the server sends it whole; a rerun fetches it again)\n"
     }
     Console.output(listing)
     if !downloads.contains(where: { $0.state != .completed }) {

@@ -21,6 +21,24 @@ final class DLReliabilityTests: Sendable {
 
     var dir: URL { work.appendingPathComponent("out") }
 
+    @Test("A signal during a body the server cannot resume says so on stop and in --list (issue #33)")
+    func unresumableStopSaysSo() async throws {
+        let url = server.url("/bytes/whole?size=\(64 << 20)&length=none&norange=1&stallAfter=\(1 << 20)&stall=60")
+        let running = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)
+        #expect(await running.send(SIGTERM, when: server) { $0.stallsBegun >= 1 })
+        let stopped = await running.wait()
+        #expect(stopped.status == 143)
+        #expect(stopped.stderr.contains("whole cannot be resumed"), "\(stopped.stderr)")
+        let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
+        #expect(list.stdout.contains("(not resumable"), "\(list.stdout)")
+        // A body with Range and a validator is resumable, and said to be nothing else.
+        let ranged = server.url("/bytes/ranged?size=\(64 << 20)&stallAfter=\(1 << 20)&stall=60&stallCount=1&stallReached=1")
+        let other = try DLProcess(["--dir", dir.path, ranged.absoluteString], in: work)
+        #expect(await other.send(SIGTERM, when: server) { $0.stallsBegun >= 2 })
+        let second = await other.wait()
+        #expect(second.status == 143 && !second.stderr.contains("ranged cannot"), "\(second.stderr)")
+    }
+
     @Test("A connection closed before any response fails or crashes the first run (corelibs #5285); a rerun recovers")
     func closedBeforeAnyResponse() async throws {
         let url = server.url("/bytes/cbr?size=200000&closeBeforeResponse=1")

@@ -22,6 +22,9 @@ extension DownloadManager {
         /// The bytes on disk: the partial file's length, or the completed file's.
         package let bytesOnDisk: Int64
         package let totalBytes: Int64?
+        /// Whether a rerun continues from the bytes on disk: `false` for an unfinished download whose server sends the
+        /// whole body in one response (no Range, or no validator to send as `If-Range`) — the rerun fetches it again.
+        package var resumable = true
     }
 
     /// Reads the downloads a state folder records, in the order they were first requested.
@@ -47,12 +50,22 @@ extension DownloadManager {
                 state == .completed
                 ? (entry.totalBytesExpected ?? 0)
                 : (FileManager.default.sizeOfItem(at: layout.partialFile(for: entry.url)) ?? 0)
-            downloads.append(
-                SavedDownload(
-                    url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)
-            )
+            var download = SavedDownload(
+                url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)
+            if state != .completed && onDisk > 0 {
+                download.resumable = Self.isResumable(layout.stateFile(for: entry.url), url: entry.url)
+            }
+            downloads.append(download)
         }
         return (downloads, inUse)
+    }
+
+    /// Whether the saved transfer state lets a rerun continue from the partial file: it is there and valid, and its
+    /// server takes Range with a validator to send as `If-Range`.
+    private static func isResumable(_ stateFile: URL, url: URL) -> Bool {
+        guard let data = readWithoutFollowing(stateFile), case .valid(let state) = PartialState.decode(data, for: url)
+        else { return false }
+        return state.rangesSupported && state.validators.ifRange != nil
     }
 
     /// A file's bytes, never through a symbolic link; `nil` when it cannot be read.

@@ -11,8 +11,8 @@ extension SessionBridge {
             /// Running; a redirect's completion handler was called and the task has produced no event since.
             case redirecting
             /// Closed with `end` at `closedAt` (uptime nanoseconds); its cancel waits for the redirect to settle
-            /// when `cancelDeferred`.
-            case closed(RequestEnd, closedAt: UInt64, cancelDeferred: Bool)
+            /// when `cancelDeferred`; body bytes that still arrive go to the sink when `keepsData`.
+            case closed(RequestEnd, closedAt: UInt64, cancelDeferred: Bool, keepsData: Bool)
         }
 
         private(set) var phase = Phase.open
@@ -23,15 +23,22 @@ extension SessionBridge {
             return true
         }
 
+        /// Whether body bytes still go to the sink: open, or closed with an end that keeps what still arrives
+        /// (`TransferSink.keepsData(after:)`: bytes that reached the process are written, never fetched twice).
+        var deliversData: Bool {
+            if case .closed(_, _, _, let keepsData) = phase { return keepsData }
+            return true
+        }
+
         /// How the request ended, once closed: the caller gets it when the task completes.
         var pendingEnd: RequestEnd? {
-            if case .closed(let end, _, _) = phase { return end }
+            if case .closed(let end, _, _, _) = phase { return end }
             return nil
         }
 
         /// When the request was closed, once closed.
         var closedAt: UInt64? {
-            if case .closed(_, let closedAt, _) = phase { return closedAt }
+            if case .closed(_, let closedAt, _, _) = phase { return closedAt }
             return nil
         }
 
@@ -39,14 +46,15 @@ extension SessionBridge {
         /// - Parameters:
         ///   - end: how the request ended.
         ///   - now: the time, for the watchdog's grace period.
+        ///   - keepingData: whether body bytes that still arrive go to the sink.
         /// - Returns: whether to cancel the task now (`false`: closed already, or the cancel waits for the redirect).
-        mutating func close(with end: RequestEnd, now: UInt64) -> Bool {
+        mutating func close(with end: RequestEnd, now: UInt64, keepingData: Bool = false) -> Bool {
             switch phase {
             case .open:
-                phase = .closed(end, closedAt: now, cancelDeferred: false)
+                phase = .closed(end, closedAt: now, cancelDeferred: false, keepsData: keepingData)
                 return true
             case .redirecting:
-                phase = .closed(end, closedAt: now, cancelDeferred: true)
+                phase = .closed(end, closedAt: now, cancelDeferred: true, keepsData: keepingData)
                 return false
             case .closed:
                 return false
@@ -69,8 +77,8 @@ extension SessionBridge {
             case .redirecting:
                 phase = .open
                 return false
-            case .closed(let end, let closedAt, cancelDeferred: true):
-                phase = .closed(end, closedAt: closedAt, cancelDeferred: false)
+            case .closed(let end, let closedAt, cancelDeferred: true, let keepsData):
+                phase = .closed(end, closedAt: closedAt, cancelDeferred: false, keepsData: keepsData)
                 return true
             case .open, .closed:
                 return false

@@ -162,7 +162,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     private func markClosed(_ id: Int, with end: RequestEnd) -> URLSessionDataTask? {
         state.withLock { state -> URLSessionDataTask? in
             guard var entry = state.entries[id] else { return nil }
-            let cancelNow = entry.request.close(with: end, now: DispatchTime.now().uptimeNanoseconds)
+            let cancelNow = entry.request.close(
+                with: end, now: DispatchTime.now().uptimeNanoseconds, keepingData: entry.sink.keepsData(after: end))
             state.entries[id] = entry
             return cancelNow ? entry.task : nil
         }
@@ -201,10 +202,13 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     // MARK: - Delegate-queue side
 
-    /// The sink of an open request, marking activity for the watchdog; `nil` once closed.
-    private func openSink(_ id: Int, received: Int = 0) -> (any TransferSink)? {
+    /// The sink of an open request, marking activity for the watchdog; `nil` once closed (for body bytes: once closed
+    /// with an end that drops what still arrives).
+    private func openSink(_ id: Int, received: Int = 0, forData: Bool = false) -> (any TransferSink)? {
         state.withLock { state in
-            guard var entry = state.entries[id], entry.request.isOpen else { return nil }
+            guard var entry = state.entries[id], forData ? entry.request.deliversData : entry.request.isOpen else {
+                return nil
+            }
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
             entry.speedIntervalBytes += received
             state.entries[id] = entry
@@ -232,7 +236,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let id = dataTask.taskIdentifier
-        guard let sink = openSink(id, received: data.count) else { return }
+        guard let sink = openSink(id, received: data.count, forData: true) else { return }
         if let end = sink.receive(data: data) {
             close(taskIdentifier: id, with: end)
         } else if let time = sink.takeCheckTime() {

@@ -21,6 +21,7 @@ extension TransferJob {
     /// Hashes written pieces in order and saves a checkpoint when one is due (hash queue).
     func hash(_ pieces: [HashPiece]) {
         for piece in pieces {
+            yieldToWrites()
             switch piece {
             case .bytes(let chunk):
                 if hash != nil { chunk.withUnsafeBytes { hash!.update(bufferPointer: $0) } }
@@ -35,6 +36,19 @@ extension TransferJob {
             }
         }
         if let checkpointEvery, hashedOffset - checkpointOffset >= checkpointEvery { saveCheckpoint(segments: nil) }
+    }
+
+    /// Waits while more than `hashYieldThreshold` bytes wait to be written, for at most a quarter of a second at a
+    /// time (hash queue): the writer goes first. Bounded, so that the disk queue, which sometimes waits for the hasher
+    /// (`startOver`), never waits long; a disk that cannot keep up ends its request by the network side's cap.
+    func yieldToWrites() {
+        guard unwrittenBytes > hashYieldThreshold else { return }
+        let deadline = Date(timeIntervalSinceNow: 0.25)
+        writesProgressed.lock()
+        defer { writesProgressed.unlock() }
+        while unwrittenBytes > hashYieldThreshold, Date() < deadline {
+            _ = writesProgressed.wait(until: min(deadline, Date(timeIntervalSinceNow: 0.01)))
+        }
     }
 
     /// Hashes bytes `from..<to` (hash queue): first from `memory` (which starts at `from`), then from the file.
@@ -53,6 +67,7 @@ extension TransferJob {
                 try openReader()
                 try Self.read(reader, from: from + fromMemory, to: to, file: files.partialURL, url: url) { bytes in
                     hash!.update(bufferPointer: bytes)
+                    yieldToWrites()  // a long read-back lets the writer go first between its 1 MiB reads
                 }
             } catch {
                 fail(error)

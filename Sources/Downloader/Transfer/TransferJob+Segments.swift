@@ -36,14 +36,14 @@ extension TransferJob {
             let to = offset
             // The new bytes from the old watermark are in memory when this write starts there; the rest is read back.
             let memory = range.lowerBound == before ? data : Data()
-            hasher.async { [self] in hashRange(from: before, to: to, memory: memory) }
+            toHasher { [self] in hashRange(from: before, to: to, memory: memory) }
         }
         // Bytes after the watermark survive a crash only once a saved state lists them: save often, so a `kill -9`
         // refetches at most this much besides what was in flight.
         if segmentBytesSinceCheckpoint >= Self.segmentCheckpointInterval {
             segmentBytesSinceCheckpoint = 0
             let segments = beyond
-            hasher.async { [self] in saveCheckpoint(segments: segments) }
+            toHasher { [self] in saveCheckpoint(segments: segments) }
         }
     }
 

@@ -30,6 +30,10 @@ enum DiskCommand: Sendable {
 ///   It holds at most `hashBacklogLimit` bytes in memory: beyond that the disk hands over only how many bytes it
 ///   wrote, and the hasher reads them back from the file when their turn comes, so a body streamed in one response
 ///   faster than it can be hashed costs page cache, not memory.
+/// Writing comes first: while more than `hashYieldThreshold` bytes wait to be written, the hasher waits for the disk
+/// (see `yieldToWrites()`), so that on a machine whose cores are all busy — the network side, the writer and the hasher
+/// on two cores — hashing never takes the CPU the writer needs to keep up with a fast response. Hashing lags instead
+/// and reads back from the page cache: CPU later, not memory.
 /// A saved state counts only bytes that are durable: a third stage syncs the partial file (`fdatasync`) and then
 /// saves the state the hasher built, with the file's identity taken before the sync; the sync of one window overlaps
 /// receiving and hashing the next.
@@ -47,13 +51,23 @@ final class TransferJob: @unchecked Sendable {
     let hashesByDefault: Bool
     /// The most written bytes the hash stage holds in memory (see the type's summary).
     let hashBacklogLimit: Int64
+    /// While more bytes than this wait to be written, the hasher waits for the writer (see `yieldToWrites()`).
+    let hashYieldThreshold: Int64 = 2 << 20
+    /// The disk queue is woken when this many bytes wait to be written, or `writeBatchDelay` after the first of
+    /// them: at full speed each write takes 16 chunks of 16 KiB in one system call instead of one thread switch and
+    /// one call per chunk (the writer then keeps ahead of a loopback server on two busy cores), and a slow or stopped
+    /// flow waits at most a millisecond in memory.
+    let writeBatchBytes: Int64 = 256 << 10
+    let writeBatchDelay = DispatchTimeInterval.milliseconds(1)
+    /// Signalled by the disk queue after each batch it wrote: the hasher waits on it while writes are behind.
+    let writesProgressed = NSCondition()
     /// Told, on the durable queue, before each state is saved: its hashed length and the length of the file it synced
     /// (tests check that a state never counts a byte that was not synced).
     var willSave: (@Sendable (_ hashedLength: Int64, _ syncedLength: Int64) -> Void)?
     /// Called on the disk queue after each batch with the bytes in the file and the total if known.
     private let progress: @Sendable (Int64, Int64?) -> Void
     private let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
-    let hasher = DispatchQueue(label: "Downloader.TransferJob.hash")
+    let hasher = DispatchQueue(label: "Downloader.TransferJob.hash", qos: .background)
     /// Syncs the partial file and then saves the state that counts its bytes, in order (see `saveCheckpoint`).
     let durable = DispatchQueue(label: "Downloader.TransferJob.durable")
 
@@ -65,6 +79,8 @@ final class TransferJob: @unchecked Sendable {
         var commands: [DiskCommand] = []
         /// Whether a drain of `commands` is scheduled on the disk queue.
         var scheduled = false
+        /// Whether a drain is due shortly (`writeBatchDelay`) for writes that have not filled a batch yet.
+        var timerArmed = false
         /// Bytes of the writes among `commands` and being written.
         var unwritten: Int64 = 0
         /// Bytes sent and not yet written and hashed (or handed over as a count): the memory the pipeline holds, and
@@ -76,6 +92,9 @@ final class TransferJob: @unchecked Sendable {
         /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls
         /// behind the network (see `WindowSizing`).
         var readBack: Int64 = 0
+        /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
+        var hashWork: [@Sendable () -> Void] = []
+        var hashScheduled = false
 
         /// Counts `count` more bytes held in memory (fewer when negative).
         mutating func changeBuffered(by count: Int64) {
@@ -119,7 +138,7 @@ final class TransferJob: @unchecked Sendable {
     /// Creates the disk side of a transfer; nothing is opened until the first command.
     init(
         url: URL, files: PartialFiles, expectation: Checksum? = nil, hashesByDefault: Bool = true,
-        hashBacklogLimit: Int64 = 4 << 20, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+        hashBacklogLimit: Int64 = 1 << 20, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
         self.url = url
         self.files = files
@@ -156,15 +175,39 @@ final class TransferJob: @unchecked Sendable {
         var count: Int64 = 0
         if case .write(let data) = command { count = Int64(data.count) }
         if case .writeAt(let data, _) = command { count = Int64(data.count) }
-        let (wake, failure) = shared.withLock { shared -> (Bool, DownloadError?) in
+        let (wake, failure) = shared.withLock { shared -> (Wake, DownloadError?) in
             shared.changeBuffered(by: count)
             shared.commands.append(command)
             shared.unwritten += count
-            defer { shared.scheduled = true }
-            return (!shared.scheduled, shared.failure)
+            if shared.scheduled { return (.none, shared.failure) }
+            // Not scheduled: `unwritten` is exactly what waits in the inbox.
+            if count == 0 || shared.unwritten >= writeBatchBytes {
+                shared.scheduled = true
+                return (.now, shared.failure)
+            }
+            if shared.timerArmed { return (.none, shared.failure) }
+            shared.timerArmed = true
+            return (.later, shared.failure)
         }
-        if wake { disk.async { [self] in drainInbox() } }
+        switch wake {
+        case .none: break
+        case .now: disk.async { [self] in drainInbox() }
+        case .later: disk.asyncAfter(deadline: .now() + writeBatchDelay) { [self] in batchDelayPassed() }
+        }
         return failure
+    }
+
+    private enum Wake { case none, now, later }
+
+    /// Writes that did not fill a batch are written now, unless a drain already took them (disk queue).
+    private func batchDelayPassed() {
+        let go = shared.withLock { shared -> Bool in
+            shared.timerArmed = false
+            guard !shared.scheduled, !shared.commands.isEmpty else { return false }
+            shared.scheduled = true
+            return true
+        }
+        if go { drainInbox() }
     }
 
     /// Returns a fence that opens when both stages have done every command sent until now.
@@ -237,7 +280,7 @@ final class TransferJob: @unchecked Sendable {
                     }
                 case .describe(let metadata, let every):
                     total = metadata.totalLength
-                    hasher.async { [self] in
+                    toHasher { [self] in
                         described = metadata
                         checkpointEvery = every
                     }
@@ -245,13 +288,13 @@ final class TransferJob: @unchecked Sendable {
                     total = metadata.totalLength
                     segmentBytesSinceCheckpoint = 0
                     let segments = segmentsToSave
-                    hasher.async { [self] in
+                    toHasher { [self] in
                         described = metadata
                         checkpointEvery = nil
                         saveCheckpoint(segments: segments)
                     }
                 case .fence(let fence):
-                    hasher.async { fence.open() }
+                    toHasher { fence.open() }
                 }
             }
             append(&writes, to: &batch)
@@ -267,7 +310,10 @@ final class TransferJob: @unchecked Sendable {
         defer { writes.removeAll(keepingCapacity: true) }
         let count = writes.reduce(Int64(0)) { $0 + Int64($1.count) }
         // Still unwritten while they are being written: the network side's cap covers this batch too.
-        defer { shared.withLock { $0.unwritten -= count } }
+        defer {
+            shared.withLock { $0.unwritten -= count }
+            writesProgressed.broadcast()
+        }
         var written: Int64 = 0
         if failure == nil {
             do throws(DownloadError) {
@@ -331,7 +377,35 @@ final class TransferJob: @unchecked Sendable {
         guard !batch.isEmpty else { return }
         let written = batch
         batch = []
-        hasher.async { [self] in hash(written) }
+        toHasher { [self] in hash(written) }
+    }
+
+    /// Queues work for the hasher after everything queued before (disk queue). The hash queue is woken only when it
+    /// is idle and then takes everything waiting: at full speed one wake-up covers many batches, instead of one
+    /// thread switch per 16 KiB chunk.
+    func toHasher(_ work: @escaping @Sendable () -> Void) {
+        let wake = shared.withLock { shared -> Bool in
+            shared.hashWork.append(work)
+            defer { shared.hashScheduled = true }
+            return !shared.hashScheduled
+        }
+        if wake { hasher.async { [self] in drainHashWork() } }
+    }
+
+    /// Does the hasher's work in order until none is left (hash queue).
+    private func drainHashWork() {
+        while true {
+            let work = shared.withLock { shared -> [@Sendable () -> Void]? in
+                guard !shared.hashWork.isEmpty else {
+                    shared.hashScheduled = false
+                    return nil
+                }
+                defer { shared.hashWork.removeAll(keepingCapacity: true) }
+                return shared.hashWork
+            }
+            guard let work else { return }
+            for item in work { item() }
+        }
     }
 
     /// Opens the partial file for appending if it is not open yet (disk queue, or drained).

@@ -51,9 +51,14 @@ protocol TransferSink: AnyObject, Sendable {
     /// The time from `takeCheckTime()` has come.
     /// - Returns: `nil` to continue, or how the request ends.
     func check(now: UInt64) -> RequestEnd?
+    /// Whether body bytes that still arrive after the request was closed with `end` (URLSession delivers chunks
+    /// already read after a cancel) go to the sink rather than being dropped: bytes that reached the process are then
+    /// written, and never fetched a second time.
+    func keepsData(after end: RequestEnd) -> Bool
 }
 
 extension TransferSink {
     func takeCheckTime() -> UInt64? { nil }
     func check(now: UInt64) -> RequestEnd? { nil }
+    func keepsData(after end: RequestEnd) -> Bool { false }
 }

@@ -27,18 +27,18 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     /// Where new bytes begin: a response starting here or before continues the file.
     private var resumeOffset: Int64 { start + Int64(overlap.count) }
     private let checkpointInterval: Int64
-    /// The most received bytes that may wait to be written while a whole file streams in one response (see
-    /// `Transfer.Configuration.maximumUnwrittenBytes`).
-    private let maximumUnwritten: Int64
-    /// For a window grown past the base size (see `Transfer.Configuration.maximumWindowSize`), the most received bytes
-    /// that may wait for the disk before the window ends early; `nil` for a window its own length bounds.
-    private let grownWindowLimit: Int64?
+    /// When the request ends before its last byte (the disk behind, a grown window, a slow first request).
+    private var endRule: Transfer.StateMachine.WindowEndRule
+    /// What the response is, for `endRule`.
+    private var ruleResponse = Transfer.StateMachine.WindowEndRule.Response(isWholeStream: false, resumable: false)
     /// Whether the response must continue the version the file has (a mirror without an expected checksum): another
     /// version fails the request rather than starting the file again.
     private let sameVersionOnly: Bool
-    /// For a run's first request on a new connection, when to cut it short (`nil` once judged, or for any other).
-    private var firstRequestBudget: FirstRequestBudget?
-    /// Whether the budget's judgement time was handed to the bridge (`takeCheckTime()`).
+    /// Once this sink ended its request early: the most unwritten bytes up to which the bytes that still arrive are
+    /// kept (see `keepsData(after:)`), and whether one was dropped (every later one then is too: a gap).
+    private var lateLimit: Int64?
+    private var droppingLate = false
+    /// Whether the first request's judgement time was handed to the bridge (`takeCheckTime()`).
     private var judgementScheduled = false
 
     /// The network side, owned by this sink until the request ends.
@@ -66,10 +66,9 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes,
         grownWindowLimit: Int64? = nil, sameVersionOnly: Bool = false, firstRequestBudget: FirstRequestBudget? = nil
     ) {
-        self.firstRequestBudget = firstRequestBudget
+        endRule = .init(
+            softUnwritten: maximumUnwritten, grownLimit: grownWindowLimit, firstRequestBudget: firstRequestBudget)
         self.sameVersionOnly = sameVersionOnly
-        self.maximumUnwritten = maximumUnwritten
-        self.grownWindowLimit = grownWindowLimit
         self.job = job
         self.position = position
         self.start = start
@@ -120,13 +119,27 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         }
         position.keepsRecentBytes = !position.metadata.validators.hasStrongETag
         if saveNow { job.send(.checkpoint(position.metadata)) }
-        // A long response saves the state as it goes (a window of the base size is saved when it ends).
-        let every = isWholeStream || grownWindowLimit != nil ? checkpointInterval : nil
+        let metadata = position.metadata
+        let resumable = metadata.rangesSupported && metadata.validators.ifRange != nil
+        ruleResponse = .init(
+            isWholeStream: isWholeStream, resumable: resumable && metadata.totalLength != nil,
+            expectedBodyLength: expectedBodyLength)
+        // A long response saves the state as it goes (a window of the base size is saved when it ends) — unless no
+        // later run could continue from it (no Range, or no validator to send as If-Range): then each save would
+        // only sync the file (fdatasync stalls the writer) for bytes a rerun must fetch again anyway.
+        let every = (isWholeStream && resumable) || endRule.grownLimit != nil ? checkpointInterval : nil
         if let failure = job.send(.describe(position.metadata, checkpointEvery: every)) { return .failed(failure) }
         return nil
     }
 
     func receive(data chunk: Data) -> RequestEnd? {
+        if let lateLimit {
+            // Ended early: a byte that still arrives is kept while memory allows, never asked for again.
+            guard !droppingLate, job.unwrittenBytes + Int64(chunk.count) <= lateLimit else {
+                droppingLate = true
+                return nil
+            }
+        }
         var data = chunk
         if compared < overlap.count {
             // The bytes before the resume point must be the ones the file has: otherwise the resource changed.
@@ -153,36 +166,37 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
         let unwritten = job.unwrittenBytes
         peakUnwritten = max(peakUnwritten, unwritten)
-        if isWholeStream && unwritten > maximumUnwritten { return diskFellBehind() }
-        // A grown window while the disk slowed down: the rest comes in windows of the base size.
-        if let grownWindowLimit, !isWholeStream, unwritten > grownWindowLimit { return .diskBehind }
-        // The clock is read only while a first request's budget is being judged, not for every chunk of every request.
-        guard firstRequestBudget != nil else { return nil }
-        return spentFirstRequestBudget(now: DispatchTime.now().uptimeNanoseconds) ? .cutShort : nil
+        // The clock is read only while a decision needs it, not for every chunk of every request.
+        let verdict = endRule.chunkArrived(received: received, unwritten: unwritten, response: ruleResponse) {
+            DispatchTime.now().uptimeNanoseconds
+        }
+        return end(for: verdict)
+    }
+
+    /// What a verdict of the end rule means for this request.
+    private func end(for verdict: Transfer.StateMachine.WindowEndRule.Verdict) -> RequestEnd? {
+        guard lateLimit == nil else { return nil }  // ended already: late bytes only
+        switch verdict {
+        case .proceed: return nil
+        case .diskBehind:
+            lateLimit = endRule.lateDataLimit
+            return .diskBehind
+        case .cutShort:
+            lateLimit = endRule.lateDataLimit
+            return .cutShort
+        case .cannotWait: return diskFellBehind()
+        }
     }
 
     /// The first request's budget is judged a quarter of a second after its first bytes, also when no more came.
     func takeCheckTime() -> UInt64? {
-        guard !judgementScheduled, let time = firstRequestBudget?.judgementTime else { return nil }
+        guard !judgementScheduled, let time = endRule.judgementTime else { return nil }
         judgementScheduled = true
         return time
     }
 
     func check(now: UInt64) -> RequestEnd? {
-        spentFirstRequestBudget(now: now) ? .cutShort : nil
-    }
-
-    /// Whether this request, a run's first on a new connection, would spin a core for long and ends here
-    /// (`FirstRequestBudget`). Only a ranged response of known length is cut: its rest can be asked for.
-    private func spentFirstRequestBudget(now: UInt64) -> Bool {
-        guard var budget = firstRequestBudget else { return false }
-        guard let expectedBodyLength, !isWholeStream else {
-            firstRequestBudget = nil
-            return false
-        }
-        let cut = budget.bodyArrived(received: received, left: expectedBodyLength - received, now: now)
-        firstRequestBudget = budget.isDecided ? nil : budget
-        return cut
+        end(for: endRule.judge(received: received, response: ruleResponse, now: now))
     }
 
     /// Why a verdict shows a version other than the file's (`nil`: the same version).
@@ -197,20 +211,28 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         }
     }
 
-    /// A whole file streaming faster than the disk writes it: Linux URLSession cannot slow a response down, so the
-    /// response ends here rather than hold more in memory. A server that honours Range is asked for the rest in
-    /// windows (bounded by the disk); one that does not cannot be resumed, and the download fails clearly.
+    /// The disk stayed behind a whole file that cannot be resumed for longer than the end rule allows: Linux
+    /// URLSession cannot slow a response down, so the download fails clearly rather than hold the file in memory.
     private func diskFellBehind() -> RequestEnd {
-        let metadata = position.metadata
-        if metadata.rangesSupported && metadata.validators.ifRange != nil && metadata.totalLength != nil {
-            return .diskBehind
-        }
-        return .failed(
+        .failed(
             .fileSystem(
                 job.url,
-                reason: "the disk fell more than \(maximumUnwritten >> 20) MiB behind the network, and this server "
-                    + "sends the whole file in one response (it ignores Range), so the download cannot wait for the "
-                    + "disk: it stops rather than hold the file in memory; try again when the disk is less busy"))
+                reason: "the disk fell more than \(endRule.softUnwritten >> 20) MiB behind the network for over a "
+                    + "second, and this server sends the whole file in one response (it ignores Range), so the "
+                    + "download cannot wait for the disk: it stops rather than hold the file in memory; try again "
+                    + "when the disk is less busy"))
+    }
+
+    /// A window this sink ended early (the disk behind, a slow first request) keeps what still arrives — URLSession
+    /// delivers the chunks it read before the cancel took effect: they continue the file, and dropping them fetched
+    /// them again (nginx served 1.009–1.045 times a 1 GiB file that way). Each is checked as every byte is (the
+    /// announced length, the overlap) and kept while memory allows (`WindowEndRule.lateDataLimit`). A request closed
+    /// from outside (a suspend, a shutdown) or by a failure takes nothing more.
+    func keepsData(after end: RequestEnd) -> Bool {
+        switch end {
+        case .diskBehind, .cutShort: return lateLimit != nil
+        default: return false
+        }
     }
 
     func complete(error: (any Error)?) -> RequestEnd {
