@@ -76,6 +76,9 @@ final class DLProcess: @unchecked Sendable {
 
     var pid: Int32 { process.processIdentifier }
 
+    /// Whether the process has not exited yet (signal it only then: once reaped, its pid may be another process's).
+    var isRunning: Bool { process.isRunning }
+
     /// Waits until the process has written `text` to stderr, or the deadline passed (then `false`). Output is an
     /// event the process causes; the short polls only bound how soon it is noticed.
     func waitForStderr(containing text: String, timeout: Duration = .seconds(20)) async -> Bool {

@@ -276,7 +276,9 @@ final class ModelRun {
             kill(pid, SIGKILL)
             return true
         }
-        if !killed { kill(pid, SIGKILL) }  // it finished its work, or never reached the target: kill it now
+        // It finished its work, or never reached the target: kill it now, if it has not exited (once reaped, its pid
+        // may be another process's).
+        if !killed && child.isRunning { kill(pid, SIGKILL) }
         await RawHTTPClient.onThread { child.waitUntilExit() }
         trace.append("child ended \(child.terminationReason == .uncaughtSignal ? "by SIGKILL" : "by itself")")
         // What the child told its user counts as said (epoch 0: no manager of this process), for what it was asked.
