@@ -165,3 +165,26 @@ final class DownloadManagerRestartTests: Sendable {
         await second.shutdown()
     }
 }
+
+extension DownloadManagerRestartTests {
+    @Test("A completed file whose move to a newly asked name a crash cut short is still the completed file")
+    func relocationCutShort() async throws {
+        let url = server.url("/bytes/moved?size=3000")
+        let first = try makeManager()
+        let completed = try await first.download(url)
+        await first.shutdown()
+        // The journal line `relocate` writes before the move, and no move: as after a kill -9 between the two.
+        let state = StateFolder(url: temporary.url.appendingPathComponent(".downloader"))
+        let journal = try ReceiptJournal.open(state).journal
+        var entry = JournalEntry(
+            placing: url, options: DownloadOptions(naming: .custom("pick.bin")), name: "pick.bin", length: 3000,
+            checksum: completed.checksum, suggested: nil)
+        entry.replaced = .init(name: completed.filename, length: 3000, checksum: completed.checksum)
+        journal.appendNow([.put(entry)])
+        journal.close()
+        let second = try makeManager()
+        let restored = try #require(await second.receipt(for: url))
+        #expect(restored.state == .completed && restored.fileURL == completed.fileURL, "\(restored)")
+        await second.shutdown()
+    }
+}

@@ -60,7 +60,11 @@ extension TransferTests {
             options: DownloadOptions(), directory: directory, bridge: bridge,
             configuration: .init(firstRequestBudget: nil),
             progress: { written, _ in
-                guard written >= 8 << 20, stalled.withLock({ state in defer { state = true }; return !state }) else {
+                guard written >= 8 << 20,
+                    stalled.withLock({ state in
+                        defer { state = true }; return !state
+                    })
+                else {
                     return
                 }
                 usleep(500_000)  // the disk queue itself stalls: a writeback burst

@@ -93,11 +93,14 @@ final class DLChaosTests: Sendable {
     @Test("Seeded random servers, signals and reruns keep every invariant", .enabled(if: enabled))
     func chaos() async throws {
         var problems: [String] = []
-        for trial in Self.trials(seed: Self.seed, count: Self.trials) where Self.only.map({ $0 == trial.index }) ?? true {
+        for trial in Self.trials(seed: Self.seed, count: Self.trials) where Self.only.map({ $0 == trial.index }) ?? true
+        {
             let started = ContinuousClock.now
             let found = try await run(trial)
             problems += found.map { "\(trial) — \($0)" }
-            print("chaos \(trial): \(found.isEmpty ? "ok" : "\(found.count) problems") in \(ContinuousClock.now - started)")
+            print(
+                "chaos \(trial): \(found.isEmpty ? "ok" : "\(found.count) problems") in \(ContinuousClock.now - started)"
+            )
         }
         let replay = "replay: DL_CHAOS_SEED=\(Self.seed) DL_CHAOS_ONLY=INDEX swift test --filter DLChaosTests"
         #expect(problems.isEmpty, "\(problems.joined(separator: "\n"))\n\(replay)")
@@ -186,8 +189,11 @@ final class DLChaosTests: Sendable {
     /// Every path printed is the right file.
     func wrongFiles(_ outcome: DLProcess.Outcome, content: TestContent, run: String) -> [String] {
         outcome.lines.compactMap { path in
-            guard let data = try? Data(contentsOf: URL(fileURLWithPath: path)) else { return "\(run) printed \(path), unreadable" }
-            return MD5.hash(data: data) == content.md5 ? nil : "\(run) printed \(path) with other bytes (exit \(outcome.status))"
+            guard let data = try? Data(contentsOf: URL(fileURLWithPath: path)) else {
+                return "\(run) printed \(path), unreadable"
+            }
+            return MD5.hash(data: data) == content.md5
+                ? nil : "\(run) printed \(path) with other bytes (exit \(outcome.status))"
         }
     }
 }

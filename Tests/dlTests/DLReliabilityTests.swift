@@ -25,18 +25,38 @@ final class DLReliabilityTests: Sendable {
     func unresumableStopSaysSo() async throws {
         let url = server.url("/bytes/whole?size=\(64 << 20)&length=none&norange=1&stallAfter=\(1 << 20)&stall=60")
         let running = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)
-        #expect(await running.send(SIGTERM, when: server) { $0.stallsBegun >= 1 })
+        #expect(await server.waitUntil { $0.stallsBegun >= 1 })
+        // Signalled once the bytes before the pause are on disk (on a loaded machine they may still be on their way).
+        #expect(await Self.partialFile(in: dir, reaches: 1 << 20))
+        running.send(SIGTERM)
         let stopped = await running.wait()
         #expect(stopped.status == 143)
         #expect(stopped.stderr.contains("whole cannot be resumed"), "\(stopped.stderr)")
         let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
         #expect(list.stdout.contains("(not resumable"), "\(list.stdout)")
         // A body with Range and a validator is resumable, and said to be nothing else.
-        let ranged = server.url("/bytes/ranged?size=\(64 << 20)&stallAfter=\(1 << 20)&stall=60&stallCount=1&stallReached=1")
+        let ranged = server.url(
+            "/bytes/ranged?size=\(64 << 20)&stallAfter=\(1 << 20)&stall=60&stallCount=1&stallReached=1")
         let other = try DLProcess(["--dir", dir.path, ranged.absoluteString], in: work)
         #expect(await other.send(SIGTERM, when: server) { $0.stallsBegun >= 2 })
         let second = await other.wait()
         #expect(second.status == 143 && !second.stderr.contains("ranged cannot"), "\(second.stderr)")
+    }
+
+    /// Waits (with a deadline) until a partial file in DIR's state has `length` bytes.
+    static func partialFile(in dir: URL, reaches length: Int) async -> Bool {
+        let partial = dir.appendingPathComponent(".dl/partial")
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline {
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: partial.path)) ?? []
+            for name in names where name.hasSuffix(".part") {
+                let attributes = try? FileManager.default.attributesOfItem(
+                    atPath: partial.appendingPathComponent(name).path)
+                if ((attributes?[.size] as? NSNumber)?.intValue ?? 0) >= length { return true }
+            }
+            try? await Task.sleep(for: .milliseconds(10))  // polling an event with a deadline, not a delay
+        }
+        return false
     }
 
     @Test("A connection closed before any response fails or crashes the first run (corelibs #5285); a rerun recovers")

@@ -38,6 +38,9 @@ extension DownloadManager {
                 book[url] = nil
                 endProgress(url)
                 emit(.removed(url))
+                // The removal line now, not with the next save: a download asked for again within the same save
+                // would otherwise inherit the removed one's pending placement in the journal.
+                journal?.append([.remove(url)])
                 persist(url)
             case .shutDownCompleted:
                 transfersEnded = true

@@ -106,7 +106,27 @@ extension DownloadManager {
             else {
                 return .failure(Dropped(reason: "\(url.redactedAbsoluteString) was placed outside the completed area"))
             }
-            if isPlaced(partial, at: target, length: placement.length, checksum: placement.checksum) {
+            // `relocate` records where the completed file was (`replaced`, another name): its source is that file, not
+            // the partial file, which may be a newer version's that a later request started.
+            let relocated = entry.replaced.flatMap { $0.name != placement.name ? $0 : nil }
+            if let relocated {
+                if isIntact(target, length: placement.length, checksum: placement.checksum) {
+                    state = .completed
+                    filename = placement.name
+                    checksum = placement.checksum
+                    receipt.totalBytesExpectedToWrite = placement.length
+                } else if entry.options.destination == nil, let old = directory.completedFile(named: relocated.name),
+                    isIntact(old, length: relocated.length, checksum: nil)
+                {
+                    // The move did not happen: it is still the completed file, at its old name.
+                    state = .completed
+                    filename = relocated.name
+                    checksum = relocated.checksum
+                    receipt.totalBytesExpectedToWrite = relocated.length
+                } else {
+                    state = .suspended
+                }
+            } else if isPlaced(partial, at: target, length: placement.length, checksum: placement.checksum) {
                 partial.removeState()
                 state = .completed
                 filename = placement.name
@@ -157,6 +177,16 @@ extension DownloadManager {
             record.receipt.totalBytesExpectedToWrite = replaced.length
         }
         return .success(record)
+    }
+
+    /// Whether `file` is a regular file (not a link to one) of `length` bytes, with `checksum` when one is given.
+    private static func isIntact(_ file: URL, length: Int64, checksum: Checksum?) -> Bool {
+        var info = stat()
+        guard lstat(file.path, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG, Int64(info.st_size) == length else {
+            return false
+        }
+        guard let checksum else { return true }
+        return (try? FileDigest.checksum(of: file, algorithm: checksum.algorithm)) == checksum
     }
 
     /// Whether a verified partial file reached `target`: it is gone and the target has its length and checksum, or

@@ -133,10 +133,13 @@ extension DownloadManager {
                     .file(source), at: target, length: file.length, checksum: checksum, downloadURL: url,
                     claims: directory.claims,
                     willClaim: { [journal] claimed in
-                        let entry = JournalEntry(
+                        var entry = JournalEntry(
                             placing: url, options: placed, expectations: expectations,
                             name: claimed.lastPathComponent, length: file.length, checksum: checksum,
                             suggested: suggested)
+                        // Where the file is until it moves: a crash before the move finds it there.
+                        entry.replaced = .init(
+                            name: file.url.lastPathComponent, length: file.length, checksum: checksum)
                         journal?.appendNow([.put(entry)])
                     })
             else { return }

@@ -221,6 +221,12 @@ extension ModelRun {
                 let replacing = !exact && restored.state == .suspended && !restored.fileURL.path.hasPrefix(partials)
                 if restored.state != .completed && !replacing {
                     note("\(receipt.url) completed before, \(restored.state) after")
+                    if ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
+                        let completed = directory.appendingPathComponent("completed").path
+                        print(
+                            "RESTORED \(restored) FILES \((try? FileManager.default.contentsOfDirectory(atPath: completed)) ?? [])"
+                        )
+                    }
                 }
                 if exact && restored.fileURL != receipt.fileURL {
                     note("\(receipt.url)'s file moved across the restart: \(receipt.fileURL) → \(restored.fileURL)")
