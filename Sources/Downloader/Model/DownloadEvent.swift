@@ -22,7 +22,8 @@ public enum DownloadEvent: Sendable, Hashable {
     /// (a saved state that fails its checksum, a partial file changed on disk) were not used, and it started again.
     case warning(URL, reason: String)
 
-    /// The URL the event is about.
+    /// The URL the event is about: the download's, or for `.receiptsSaved` and `.receiptsSaveFailed` the receipts
+    /// journal (a file URL; `file:///` only if a save error names no file, which the manager never emits).
     public var url: URL {
         switch self {
         case .stateChanged(let receipt), .progress(let receipt): return receipt.url

@@ -32,9 +32,9 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// The naming, when a caller chose one.
     var chosenNaming: FileNaming?
     /// Whether to hash the file when no checksum is expected (default `true`): with the algorithm of a digest the
-    /// server announces (SHA-256 before SHA-1 before MD5), else MD5. Turning it off saves CPU: the file is still
-    /// assembled only from validated responses, but its content is not verified (`Verification.lengthOnly`). An
-    /// expected checksum always hashes.
+    /// server announces (SHA-256 before SHA-1 before MD5), else MD5. Despite its name (from the MD5-only 0.x), `false`
+    /// turns off every algorithm: it saves CPU, and the file is still assembled only from validated responses, but
+    /// its content is not verified (`Verification.lengthOnly`). An expected checksum always hashes.
     public var computesMD5: Bool
     /// Which waiting download starts first: higher first, ties in the manager's FIFO or LIFO order (default 0). It
     /// orders only downloads that wait for a slot; a running one is never stopped for a higher priority. A request

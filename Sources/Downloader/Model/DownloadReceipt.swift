@@ -4,7 +4,8 @@ import Foundation
 public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     /// The URL, which identifies the download.
     public var url: URL
-    /// The file name: `md5(url)` plus the URL's extension by default; once completed, the final file's name.
+    /// The file name: before the file is complete, `md5(url)` plus the URL's extension (the partial file's key, not
+    /// the name it will get); once completed, the final file's name (the server's or the URL's, see `FileNaming`).
     public var filename: String
     /// The partial file while incomplete, the final file once completed.
     public var fileURL: URL

@@ -12,8 +12,8 @@ import Testing
 
 /// The manager's state on disk (issue #12): one owner per directory, files created private, records that cannot
 /// point outside their areas, the old layout taken over, saves that cost one line, and credentials that stay home.
-@Suite("State store")
-final class StateStoreTests: Sendable {
+@Suite("The state directory")
+final class DownloadDirectoryStateTests: Sendable {
     let workspace: TestWorkspace
     var server: HTTPTestServer { workspace.server }
     var temporary: TemporaryDirectory { TemporaryDirectory(existing: workspace.directory) }
