@@ -76,3 +76,26 @@ extension TransferTests {
         #expect(warnings.withLock { $0 }.contains { $0.contains("Content-Encoding gzip") })
     }
 }
+
+extension TransferTests {
+    @Test("An IPv6 literal host fails at once with the platform's limit and a way around it, never retried (#36)")
+    func ipv6Literal() async throws {
+        // The server listens on 127.0.0.1 only: a toolchain with the fix (#5498) is refused on ::1 instead.
+        let url = URL(string: "http://[::1]:\(server.port)/bytes/six?size=1000")!
+        let started = ContinuousClock.now
+        let outcome = await runTransfer(
+            Transfer(url: url, options: DownloadOptions(), directory: directory, bridge: bridge))
+        guard case .failure(let error) = outcome else {
+            Issue.record("\(outcome)")
+            return
+        }
+        if error == .invalidURL {
+            #expect(error.reason.contains("IPv6 literal") && error.reason.contains("/etc/hosts"), "\(error)")
+            #expect(!error.isTransient)
+        } else {
+            #expect(error == .connectionFailed, "\(error)")
+        }
+        #expect(ContinuousClock.now - started < .seconds(5))
+        #expect(server.requests.isEmpty)
+    }
+}

@@ -120,10 +120,10 @@ final class DLChaosTests: Sendable {
         let peak = PeakMemory(pid: first.pid)
         let target = sentBefore + trial.after
         let signalled = Locked<UInt64?>(nil)
-        let sent = await server.waitUntil(timeout: .seconds(60)) { [pid = first.pid, signal = trial.signal] in
+        let sent = await server.waitUntil(timeout: .seconds(60)) { [signal = trial.signal] in
             guard $0.bodyBytesSent >= target else { return false }
             signalled.withLock { $0 = DispatchTime.now().uptimeNanoseconds }
-            kill(pid, signal)
+            first.send(signal)
             return true
         }
         // It may have finished (or failed) before the target: then it is not signalled (its pid may be another

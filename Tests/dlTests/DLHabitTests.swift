@@ -145,7 +145,7 @@ final class DLHabitTests: Sendable, DLFileChecks {
             "\(during.stdout)\(during.stderr) journal: \(saved) locks: \((try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? "")"
         )
         #expect(during.stdout.contains("\tlisted.iso\t"), "the file's name, not a key: \(during.stdout)")
-        kill(running.pid, SIGTERM)
+        running.send(SIGTERM)
         #expect(await running.wait().status == 143)
         let after = try await DLProcess.run(["--list", "-d", "l"], in: work)
         #expect(after.stdout.hasPrefix("suspended\t") && after.stdout.contains("\tlisted.iso\t"), "\(after.stdout)")

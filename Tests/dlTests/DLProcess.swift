@@ -111,7 +111,10 @@ final class DLProcess: @unchecked Sendable {
         return false
     }
 
+    /// Sends `signal` if the process has not exited: once it is reaped, its pid may be another process's, even a
+    /// thread of the test runner's (a `kill` of a thread id signals its whole process).
     func send(_ signal: Int32) {
+        guard process.isRunning else { return }
         kill(process.processIdentifier, signal)
     }
 
@@ -123,10 +126,9 @@ final class DLProcess: @unchecked Sendable {
         _ signal: Int32, when server: HTTPTestServer, timeout: Duration = .seconds(60),
         _ condition: @escaping @Sendable (ServerStatistics) -> Bool
     ) async -> Bool {
-        let pid = process.processIdentifier
-        return await server.waitUntil(timeout: timeout) { statistics in
+        return await server.waitUntil(timeout: timeout) { [self] statistics in
             guard condition(statistics) else { return false }
-            kill(pid, signal)
+            send(signal)
             return true
         }
     }

@@ -125,6 +125,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         DownloadError(.invalidURL, url: nil, reason: "\"\(URL.redactingCredentials(text))\": \(reason)")
     }
 
+    static func invalidURL(_ url: URL, reason: String) -> DownloadError {
+        DownloadError(.invalidURL, url: url, reason: reason)
+    }
+
     static func unsupportedScheme(_ url: URL) -> DownloadError {
         DownloadError(
             .unsupportedScheme, url: url, reason: "only http and https are supported, not \(url.scheme ?? "none")")

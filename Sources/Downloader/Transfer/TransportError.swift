@@ -27,6 +27,9 @@ enum TransportError {
     ///   `URLError`.
     static func failure(_ error: any Error, url: URL) -> DownloadError {
         let ns = error as NSError
+        if ns.domain == NSURLErrorDomain && (ns.code == NSURLErrorBadURL || ns.code == NSURLErrorUnsupportedURL) {
+            return malformed(url, ns)
+        }
         let underlying: any Error & Sendable = urlError(ns) ?? SavedError(description: "\(error)")
         let reason = describe(error)
         switch kind(domain: ns.domain, code: ns.code, message: messages(of: ns).joined(separator: ": ")) {
@@ -70,6 +73,20 @@ enum TransportError {
     }
 
     /// What the TLS error says to do: Linux URLSession trusts only the system's CA store.
+    /// URLSession refused the URL itself: retrying cannot help. An IPv6 literal host is the known case on Linux:
+    /// swift-corelibs-foundation before its fix of issue #5496 (PR #5498) compares libcurl's host (`[::1]`) with
+    /// `URL.host` (`::1`) and refuses every such URL.
+    private static func malformed(_ url: URL, _ error: NSError) -> DownloadError {
+        var reason = "URLSession refused the URL (\(describe(error)))"
+        if url.absoluteString.contains("://[") || (url.host?.contains(":") ?? false) {
+            reason =
+                "URLSession on Linux cannot reach an IPv6 literal host (swift-corelibs-foundation #5496, fixed by "
+                + "PR #5498 in a later toolchain): give the address a name (an /etc/hosts line such as `::1 myhost6`) "
+                + "and use it in the URL"
+        }
+        return .invalidURL(url, reason: reason + "; a retry would not help")
+    }
+
     static let trustAdvice =
         "retrying will not help. URLSession on Linux trusts only the system CA store: to trust a private CA, "
         + "install it there (Debian/Ubuntu: copy it as /usr/local/share/ca-certificates/NAME.crt and run "

@@ -273,7 +273,8 @@ final class ModelRun {
         let target = server.statistics.bodyBytesSent + Int64.random(in: 0...400_000, using: &random)
         let killed = await server.waitUntil(timeout: .seconds(5)) { statistics in
             guard statistics.bodyBytesSent >= target else { return false }
-            kill(pid, SIGKILL)
+            // Only while it runs: once reaped, its pid may be another process's, even a thread of this runner's.
+            if child.isRunning { kill(pid, SIGKILL) }
             return true
         }
         // It finished its work, or never reached the target: kill it now, if it has not exited (once reaped, its pid
