@@ -28,8 +28,13 @@ func list(_ state: URL, directory: URL) -> Int32 {
         let total = download.totalBytes.map(String.init) ?? "?"
         listing += "\(download.state.rawValue)\t\(download.bytesOnDisk)/\(total)\t"
         listing += "\(Screen.safe(download.name))\t\(Screen.safe(download.url.redactedAbsoluteString))"
-        listing +=
-            download.resumable ? "\n" : "\t(not resumable: the server sends it whole; a rerun fetches it again)\n"
+        if !download.resumable {
+            listing += "\t(not resumable: the server sends it whole; a rerun fetches it again)"
+        }
+        if download.needsCredentials && download.state != .completed {
+            listing += "\t(its credentials are not saved: a rerun gives them again)"
+        }
+        listing += "\n"
     }
     Console.output(listing)
     if !downloads.contains(where: { $0.state != .completed }) {

@@ -181,6 +181,8 @@ final class DLStateTests: Sendable {
         #expect(await running.send(SIGTERM, when: server) { $0.bodyBytesSent >= 1000 })
         _ = await running.wait()
         let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
-        #expect(list.stdout.contains("bob:***@") && !list.stdout.contains("hunter2"), "\(list.stdout)")
+        // Never saved: the listing has the URL without them, and says a rerun must give them again (issue #36).
+        #expect(!list.stdout.contains("bob") && !list.stdout.contains("hunter2"), "\(list.stdout)")
+        #expect(list.stdout.contains("credentials are not saved"), "\(list.stdout)")
     }
 }

@@ -35,6 +35,21 @@ extension URL {
         guard let host, !host.isEmpty else { throw .invalidURL(absoluteString, reason: "no host") }
     }
 
+    /// The URL without its user and password: a download's identity. Credentials are never part of it, so they are
+    /// never saved (journal, partial state, extended attributes) nor shown; the manager keeps them in memory for the
+    /// requests.
+    public var withoutCredentials: URL {
+        let text = absoluteString
+        guard let schemeEnd = text.range(of: "://") else { return self }
+        let afterScheme = text[schemeEnd.upperBound...]
+        let authorityEnd = afterScheme.firstIndex { $0 == "/" || $0 == "?" || $0 == "#" } ?? afterScheme.endIndex
+        guard let at = afterScheme[..<authorityEnd].lastIndex(of: "@") else { return self }
+        return URL(string: String(text[..<schemeEnd.upperBound]) + String(text[text.index(after: at)...])) ?? self
+    }
+
+    /// Whether the URL carries a user or a password.
+    var hasCredentials: Bool { withoutCredentials != self }
+
     /// The URL as text with its credentials hidden: `https://user:***@host/…` (a user name alone, which is often a
     /// token, becomes `***@host`). Use it wherever a URL is shown: messages, logs, listings.
     public var redactedAbsoluteString: String {

@@ -18,6 +18,7 @@ extension DownloadManager {
             case .publish(let url, let state):
                 publish(url, state)
             case .recordFailure(let url, let error):
+                let error = credentialsHint(url, error)
                 book[url]?.receipt.error = error
             case .start(let url, let generation, let start):
                 startTransfer(url, generation: generation, start)
@@ -36,6 +37,7 @@ extension DownloadManager {
                 discardFiles(url, producedBy: generation, includingCompletedFile: includingCompleted)
             case .forget(let url):
                 book[url] = nil
+                credentialedURLs[url] = nil
                 endProgress(url)
                 emit(.removed(url))
                 // The removal line now, not with the next save: a download asked for again within the same save
@@ -122,6 +124,17 @@ extension DownloadManager {
         book[url] = record
     }
 
+    /// A refusal (401, 403, 407) of a download whose credentials were not given again after a restart says so.
+    private func credentialsHint(_ url: URL, _ error: DownloadError) -> DownloadError {
+        guard let status = error.statusCode, [401, 403, 407].contains(status), let record = book[url],
+            record.needsCredentials, credentialedURLs[url] == nil,
+            !record.options.headers.keys.contains(where: { JournalEntry.secretHeaders.contains($0.lowercased()) })
+        else { return error }
+        return error.adding(
+            "it was asked with credentials (a user and password, or an Authorization or Cookie header), which are "
+                + "never saved: ask for it again with them")
+    }
+
     // MARK: - Transfers
 
     private func startTransfer(_ url: URL, generation: Machine.Generation, _ start: Machine.Start) {
@@ -136,6 +149,7 @@ extension DownloadManager {
         let fileWork = self.fileWork
         let journal = self.journal
         let placementOptions = record.options
+        let requestURL = credentialedURLs[url] ?? url  // the requests carry the credentials asked with
         let expectations = machine.expectations(of: url)
         // Recorded before the verified file moves, so that a crash during the move is recognised at the next start.
         let willPlace: @Sendable (URL, Int64, Checksum?, String?) -> Void = { file, length, checksum, suggested in
@@ -147,7 +161,7 @@ extension DownloadManager {
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
             let (end, result) = await runner.run(
-                url: url, options: options, replacing: replacing, willPlace: willPlace,
+                url: requestURL, options: options, replacing: replacing, willPlace: willPlace,
                 progress: { written, total in box.update(written: written, total: total) },
                 willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) },
                 warn: { [weak self] reason in Task { await self?.emit(.warning(url, reason: reason)) } })

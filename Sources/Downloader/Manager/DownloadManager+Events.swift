@@ -29,7 +29,7 @@ extension DownloadManager {
     /// - Parameter url: the download's URL (its identity, as given to `download` or `enqueue`).
     /// - Returns: a stream for one consumer; call again for another.
     public func events(for url: URL) -> AsyncStream<DownloadEvent> {
-        subscribe(to: url)
+        subscribe(to: url.withoutCredentials)
     }
 
     private func subscribe(to url: URL?) -> AsyncStream<DownloadEvent> {

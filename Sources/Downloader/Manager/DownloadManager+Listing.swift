@@ -25,6 +25,8 @@ extension DownloadManager {
         /// Whether a rerun continues from the bytes on disk: `false` for an unfinished download whose server sends the
         /// whole body in one response (no Range, or no validator to send as `If-Range`) — the rerun fetches it again.
         package var resumable = true
+        /// It was asked with credentials, which are never saved: a rerun must give them again.
+        package var needsCredentials = false
     }
 
     /// Reads the downloads a state folder records, in the order they were first requested.
@@ -52,6 +54,7 @@ extension DownloadManager {
                 : (FileManager.default.sizeOfItem(at: layout.partialFile(for: entry.url)) ?? 0)
             var download = SavedDownload(
                 url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)
+            download.needsCredentials = entry.credentialsNotSaved == true
             if state != .completed && onDisk > 0 {
                 download.resumable = Self.isResumable(layout.stateFile(for: entry.url), url: entry.url)
             }

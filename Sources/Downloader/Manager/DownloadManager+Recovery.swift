@@ -32,12 +32,20 @@ extension DownloadManager {
         AtomicFile.removeOrphans(in: directory.completedArea)
         let legacy = LegacyState.migrate(directory)
         let (journal, saved, unreadable) = try ReceiptJournal.open(directory.state, onSaveError: onSaveError)
-        if !legacy.entries.isEmpty { journal.rewrite(legacy.entries + saved) }
+        var entries = legacy.entries + saved
+        if entries.contains(where: \.holdsSecrets) {
+            // Saved by an earlier version with credentials: files taken over, the journal rewritten without them.
+            for entry in entries where entry.url.hasCredentials { takeOverFiles(of: entry.url, in: directory) }
+            entries = entries.map { $0.withoutSecrets() }
+            journal.rewrite(entries)
+        } else if !legacy.entries.isEmpty {
+            journal.rewrite(entries)
+        }
 
         var problems = legacy.problems + (unreadable.map { [$0] } ?? [])
         var order: [URL] = []
         var byURL: [URL: ReceiptRecord] = [:]
-        for entry in legacy.entries + saved {  // the journal's entry wins over the old file's
+        for entry in entries {  // the journal's entry wins over the old file's
             switch record(from: entry, in: directory) {
             case .success(let record):
                 if byURL.updateValue(record, forKey: entry.url) == nil { order.append(entry.url) }
@@ -79,6 +87,20 @@ extension DownloadManager {
             shared.replacesCompletedFile = false
             return shared
         }
+    }
+
+    /// Moves the partial file and state an earlier version saved for a URL with credentials (keyed by the whole
+    /// URL) to the key of the URL without them, and saves the state again without the credentials.
+    private static func takeOverFiles(of url: URL, in directory: DownloadDirectory) {
+        let old = DownloadDirectory.legacyKey(for: url)
+        let files = PartialFiles(folder: directory.state, url: url)
+        guard old != files.key else { return }
+        for suffix in [".part", ".state"] where directory.state.status(files.key + suffix, in: .partial) == nil {
+            guard directory.state.status(old + suffix, in: .partial) != nil else { continue }
+            let target = directory.state.url(of: files.key + suffix, in: .partial)
+            _ = directory.state.move(old + suffix, in: .partial, to: target)
+        }
+        if case .valid(let state) = files.loadState() { try? files.saveState(state) }  // saved with its URL stripped
     }
 
     private struct Dropped: Error {
@@ -162,7 +184,7 @@ extension DownloadManager {
         receipt.state = state
         var record = ReceiptRecord(
             receipt: receipt, options: entry.options, suggestedFilename: entry.suggestedFilename,
-            savedExpectations: entry.expectations)
+            savedExpectations: entry.expectations, needsCredentials: entry.credentialsNotSaved == true)
         if state == .suspended, let replaced = entry.replaced,
             let file = directory.completedFile(named: replaced.name, destination: entry.options.destination),
             FileManager.default.sizeOfItem(at: file) == replaced.length

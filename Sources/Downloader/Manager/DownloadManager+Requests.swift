@@ -6,6 +6,14 @@ import Foundation
 
 /// A caller's request on its way to the state machine: validated, a completed file moved where its options put it.
 extension DownloadManager {
+    /// The download a URL names: the URL without its credentials (a download's identity). Credentials are kept in
+    /// memory for its requests, the latest asked.
+    func identify(_ url: URL) -> URL {
+        let key = url.withoutCredentials
+        if key != url { credentialedURLs[key] = url }
+        return key
+    }
+
     func makeWaiterID() -> Machine.WaiterID {
         nextWaiterID += 1
         return nextWaiterID
@@ -18,6 +26,11 @@ extension DownloadManager {
             return apply(machine.request(url, expectation: nil, waiter: waiter, completedFileIsIntact: false))
         }
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
+        if credentialedURLs[url] != nil
+            || options.headers.keys.contains(where: { JournalEntry.secretHeaders.contains($0.lowercased()) })
+        {
+            book[url]?.needsCredentials = true
+        }
         var expectation: Checksum?
         do throws(DownloadError) {
             if let openError { throw openError }

@@ -100,6 +100,9 @@ public actor DownloadManager {
     var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
     var transfersEnded = false
     var shutdownTask: Task<Void, Never>?
+    /// The URL with its credentials, for the requests of downloads asked with a user or password (keyed by the URL
+    /// without them, the download's identity). In memory only: credentials are never saved.
+    var credentialedURLs: [URL: URL] = [:]
     /// Completed files being hashed for an expectation (`verify`), until they report.
     var verifications: [UUID: Task<Void, Never>] = [:]
 
@@ -209,6 +212,7 @@ public actor DownloadManager {
     ///   caller's checksum contradicts the one the unfinished download expects; `CancellationError` when the calling
     ///   task is cancelled (the download is then suspended, unless another caller still waits for it).
     public func download(_ url: URL, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
+        let url = identify(url)
         let id = makeWaiterID()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
@@ -249,6 +253,7 @@ public actor DownloadManager {
         progress: (@Sendable (DownloadReceipt) -> Void)? = nil,
         completion: (@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)? = nil
     ) -> DownloadReceipt {
+        let url = identify(url)
         var id: Machine.WaiterID?
         // The callbacks run on a dispatch queue of their own, never on this actor (see `CallbackChannel`).
         let channel =
@@ -265,7 +270,7 @@ public actor DownloadManager {
 
     /// The receipt of a URL, if the manager knows it.
     public func receipt(for url: URL) -> DownloadReceipt? {
-        book[url]?.receipt
+        book[url.withoutCredentials]?.receipt
     }
 
     /// Every receipt, in the order the downloads were first requested.
@@ -279,7 +284,7 @@ public actor DownloadManager {
     /// waiting download once the transfer has ended. A waiting download leaves the queue. Callers waiting for it get
     /// `DownloadError.suspended` (or the receipt, if it completed while stopping).
     public func suspend(_ url: URL) {
-        apply(machine.suspend(url))
+        apply(machine.suspend(url.withoutCredentials))
     }
 
     /// Pauses a download.
@@ -287,6 +292,7 @@ public actor DownloadManager {
 
     /// Continues a suspended or failed download (queued until a slot is free), by Range from the partial file.
     public func resume(_ url: URL) {
+        let url = identify(url)
         apply(machine.resume(url))
     }
 
@@ -296,7 +302,7 @@ public actor DownloadManager {
     /// Stops a download and deletes its files (partial and completed) and its receipt. Callers waiting for it get
     /// `DownloadError.cancelled`. Files of other downloads are never touched, even one with the same bytes.
     public func remove(_ url: URL) {
-        apply(machine.remove(url))
+        apply(machine.remove(url.withoutCredentials))
     }
 
     /// Stops a download and deletes its files and receipt.
@@ -306,6 +312,7 @@ public actor DownloadManager {
     /// a later request downloads it again. A download that is not complete has no file of the user's to keep; it is
     /// removed as by `remove(_:)` (its partial file is deleted). Callers waiting for it get `DownloadError.cancelled`.
     public func forget(_ url: URL) {
+        let url = url.withoutCredentials
         // Unknown to the actor, the completed file is never deleted (not even by a replacement still stopping); it
         // is the user's now, claimed by no download.
         // A download already removed (its files going) is not forgotten again.

@@ -9,6 +9,9 @@ struct ReceiptRecord: Sendable, Equatable {
     var savedExpectations = KeptExpectations.none
     /// Read at start: the receipt's file is a verified file that a newer version, not finished, replaces once verified.
     var replacesCompletedFile = false
+    /// It was asked with credentials (a URL user or password, a secret header), which are never saved: after a
+    /// restart it needs them again.
+    var needsCredentials = false
 }
 
 /// The receipts of a manager with the options to resume them, in the order downloads were first requested.

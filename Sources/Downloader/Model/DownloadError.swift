@@ -119,6 +119,27 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         value.code == pattern.code
     }
 
+    /// The error with its URL's credentials removed, also from `reason` (which shows the URL redacted, its user
+    /// name still there): the form saved to disk.
+    var withoutCredentials: DownloadError {
+        guard let url, url.hasCredentials else { return self }
+        var copy = DownloadError(
+            code, url: url.withoutCredentials,
+            reason: reason.replacingOccurrences(
+                of: url.redactedAbsoluteString, with: url.withoutCredentials.absoluteString),
+            statusCode: statusCode, underlying: underlyingError)
+        copy.retryAfter = retryAfter
+        return copy
+    }
+
+    /// The error with a sentence added to its reason.
+    func adding(_ hint: String) -> DownloadError {
+        var copy = DownloadError(
+            code, url: url, reason: reason + "; " + hint, statusCode: statusCode, underlying: underlyingError)
+        copy.retryAfter = retryAfter
+        return copy
+    }
+
     // MARK: - Constructors with details
 
     static func invalidURL(_ text: String, reason: String) -> DownloadError {

@@ -27,9 +27,9 @@ struct FileRecord: Codable, Sendable, Equatable {
     static let urlAttribute = "user.xdg.origin.url"
     static let recordAttribute = "user.downloader.record"
 
-    /// The text a URL is recorded as (credentials hidden, as in every message).
+    /// The text a URL is recorded as: without credentials (they are never written to disk).
     static func recordedText(_ url: URL) -> String {
-        url.redactedAbsoluteString
+        url.withoutCredentials.absoluteString
     }
 
     /// Writes the record of `url` on an open file. Best effort: a file system without extended attributes keeps none.

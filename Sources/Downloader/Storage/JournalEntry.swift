@@ -60,6 +60,9 @@ struct JournalEntry: Codable, Sendable, Equatable {
     /// The verified file a download keeps while a newer version of it downloads (its state is then not
     /// `.completed`): it stays the download's until a verified replacement takes its place.
     var replaced: Placement?
+    /// Whether the download was asked with credentials that are not saved (a URL user or password, an
+    /// `Authorization`, `Cookie` or `Proxy-Authorization` header): after a restart it needs them again.
+    var credentialsNotSaved: Bool?
     /// Expected checksums that requests added beside `options.checksum`, the download's own (see
     /// `DownloadManager.StateMachine.Entry.otherExpectations`).
     var otherExpectations: [Checksum]?
@@ -85,6 +88,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
         verification = receipt.verification
         error = receipt.error
         suggestedFilename = record.suggestedFilename
+        if record.needsCredentials { credentialsNotSaved = true }
         keep(expectations)
     }
 
@@ -103,7 +107,34 @@ struct JournalEntry: Codable, Sendable, Equatable {
     }
 
     /// Stores the expected checksums a download keeps: its own as `options.checksum`, the others beside.
+    /// Headers whose values are secrets: never written to disk.
+    static let secretHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// The entry without what must never reach the disk (an entry an earlier version saved, for rewriting).
+    func withoutSecrets() -> JournalEntry {
+        var entry = self
+        entry.dropSecrets()
+        return entry
+    }
+
+    /// Whether it holds something that must never reach the disk.
+    var holdsSecrets: Bool {
+        url.hasCredentials || (error?.url?.hasCredentials ?? false)
+            || options.headers.keys.contains { Self.secretHeaders.contains($0.lowercased()) }
+    }
+
+    /// Drops what must never reach the disk: the URL's credentials and secret headers (noting that there were some),
+    /// and the credentials in a saved error's URL.
+    private mutating func dropSecrets() {
+        let secret = options.headers.keys.filter { Self.secretHeaders.contains($0.lowercased()) }
+        if url.hasCredentials || !secret.isEmpty || credentialsNotSaved == true { credentialsNotSaved = true }
+        url = url.withoutCredentials
+        for name in secret { options.headers[name] = nil }
+        error = error?.withoutCredentials
+    }
+
     private mutating func keep(_ expectations: KeptExpectations?) {
+        dropSecrets()
         guard let expectations else { return }
         options.checksum = expectations.own
         options.expectedMD5 = nil

@@ -44,6 +44,10 @@ extension JournalEntry {
             out.key("verification")
             out.string(verification.storedForm)
         }
+        if credentialsNotSaved == true {
+            out.key("credentialsNotSaved")
+            out.raw(Data("true".utf8))
+        }
         if let otherExpectations, !otherExpectations.isEmpty {
             out.key("otherExpectations")
             out.raw(Data("[".utf8))

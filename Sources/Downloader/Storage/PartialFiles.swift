@@ -159,6 +159,8 @@ struct PartialFiles: Sendable {
     /// Saves the state atomically, with its checksum; on a full disk, over the old state if it fits there.
     /// - Throws: `DownloadError.fileSystem`.
     func saveState(_ state: PartialState) throws(DownloadError) {
+        var state = state
+        state.url = state.url.withoutCredentials  // never saved with credentials
         do {
             try folder.write(state.encoded(), to: stateName, in: .partial, inPlaceWhenFull: true)
         } catch {

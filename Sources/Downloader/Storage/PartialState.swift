@@ -36,7 +36,7 @@ struct PartialState: Codable, Sendable, Equatable {
         restartedAfterMismatch: Bool = false, segments: [Range<Int64>]? = nil, file: FileIdentity? = nil,
         boot: String? = nil
     ) {
-        self.url = url
+        self.url = url.withoutCredentials  // never saved with credentials
         self.hashedLength = hashedLength
         self.hash = hash
         self.validators = validators
@@ -132,13 +132,17 @@ struct PartialState: Codable, Sendable, Equatable {
             guard let canonical = try? envelope.state.canonical(),
                 SHA256.hash(data: Array(canonical)).hexString == envelope.sha256
             else { return .unusable(reason: "its checksum does not match (it was changed, or torn by a crash)") }
-            guard envelope.state.url == url else { return .unusable(reason: "it belongs to another URL") }
+            guard envelope.state.url.withoutCredentials == url.withoutCredentials else {
+                return .unusable(reason: "it belongs to another URL")
+            }
             return .valid(envelope.state)
         }
         guard var state = try? decoder.decode(PartialState.self, from: data) else {
             return .unusable(reason: "it cannot be read")
         }
-        guard state.url == url else { return .unusable(reason: "it belongs to another URL") }
+        guard state.url.withoutCredentials == url.withoutCredentials else {
+            return .unusable(reason: "it belongs to another URL")
+        }
         // An earlier version's state has no checksum: its hash is checked against the file before any byte is used,
         // and a segment list (which nothing could check) is not used.
         state.file = nil
