@@ -72,7 +72,10 @@ final class DLProcess: @unchecked Sendable {
             collected.withLock { $0.stderr.append(data) }
         }
         try process.run()
+        signaller = ChildSignal(process)
     }
+
+    private var signaller: ChildSignal?
 
     var pid: Int32 { process.processIdentifier }
 
@@ -114,8 +117,7 @@ final class DLProcess: @unchecked Sendable {
     /// Sends `signal` if the process has not exited: once it is reaped, its pid may be another process's, even a
     /// thread of the test runner's (a `kill` of a thread id signals its whole process).
     func send(_ signal: Int32) {
-        guard process.isRunning else { return }
-        kill(process.processIdentifier, signal)
+        signaller?.send(signal)
     }
 
     /// Sends `signal` from the server's own thread the moment `condition` holds for its statistics, so that no

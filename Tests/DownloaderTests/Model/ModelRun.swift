@@ -269,17 +269,16 @@ final class ModelRun {
         child.standardOutput = output
         child.standardError = FileHandle.nullDevice
         try child.run()
-        let pid = child.processIdentifier
+        let signal = ChildSignal(child)
         let target = server.statistics.bodyBytesSent + Int64.random(in: 0...400_000, using: &random)
         let killed = await server.waitUntil(timeout: .seconds(5)) { statistics in
             guard statistics.bodyBytesSent >= target else { return false }
-            // Only while it runs: once reaped, its pid may be another process's, even a thread of this runner's.
-            if child.isRunning { kill(pid, SIGKILL) }
+            signal.send(SIGKILL)  // that process only (its pid may name another once it is reaped)
             return true
         }
         // It finished its work, or never reached the target: kill it now, if it has not exited (once reaped, its pid
         // may be another process's).
-        if !killed && child.isRunning { kill(pid, SIGKILL) }
+        if !killed { signal.send(SIGKILL) }
         await RawHTTPClient.onThread { child.waitUntilExit() }
         trace.append("child ended \(child.terminationReason == .uncaughtSignal ? "by SIGKILL" : "by itself")")
         // What the child told its user counts as said (epoch 0: no manager of this process), for what it was asked.

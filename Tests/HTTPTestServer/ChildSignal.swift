@@ -1,0 +1,46 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Signals one child process and never another: a pid names a process only until it is reaped (Foundation reaps its
+/// children itself), and then may name any new process — even a thread of the test runner, whose whole process a
+/// `kill` of its thread id signals. On Linux a pidfd, opened right after the child was started, names that process
+/// for good (`pidfd_open(2)`, `pidfd_send_signal(2)`); elsewhere, `kill` while the process still runs.
+public final class ChildSignal: @unchecked Sendable {
+    private let process: Process
+    private let pidfd: Int32
+
+    #if os(Linux)
+        private typealias Open = @convention(c) (Int32, UInt32) -> Int32
+        private typealias Send = @convention(c) (Int32, Int32, UnsafeMutableRawPointer?, UInt32) -> Int32
+        private static let open: Open? = dlsym(nil, "pidfd_open").map { unsafeBitCast($0, to: Open.self) }
+        private static let send: Send? = dlsym(nil, "pidfd_send_signal").map { unsafeBitCast($0, to: Send.self) }
+    #endif
+
+    /// Call right after `process.run()`.
+    public init(_ process: Process) {
+        self.process = process
+        #if os(Linux)
+            pidfd = Self.open?(process.processIdentifier, 0) ?? -1
+        #else
+            pidfd = -1
+        #endif
+    }
+
+    deinit {
+        if pidfd >= 0 { Glibc.close(pidfd) }
+    }
+
+    /// Sends `signal` to the child if it has not exited.
+    public func send(_ signal: Int32) {
+        #if os(Linux)
+            if pidfd >= 0, let send = Self.send {
+                _ = send(pidfd, signal, nil, 0)
+                return
+            }
+        #endif
+        if process.isRunning { kill(process.processIdentifier, signal) }
+    }
+}
