@@ -44,3 +44,19 @@ public final class ChildSignal: @unchecked Sendable {
         if process.isRunning { kill(process.processIdentifier, signal) }
     }
 }
+
+/// Executables of this package, built next to the test bundle.
+public enum BuiltProducts {
+    /// The executable called `name` in the test bundle's build folder.
+    public static func url(_ name: String) -> URL {
+        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var directory = testBinary.deletingLastPathComponent()
+        // On macOS the tests run inside an .xctest bundle: step out of it.
+        while directory.pathExtension == "xctest" || directory.lastPathComponent == "MacOS"
+            || directory.lastPathComponent == "Contents"
+        {
+            directory.deleteLastPathComponent()
+        }
+        return directory.appendingPathComponent(name)
+    }
+}

@@ -30,15 +30,7 @@ final class DLProcess: @unchecked Sendable {
 
     /// An executable of this package built next to the test bundle.
     static func built(_ name: String) -> URL {
-        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var directory = testBinary.deletingLastPathComponent()
-        // On macOS the tests run inside an .xctest bundle: step out of it.
-        while directory.pathExtension == "xctest" || directory.lastPathComponent == "MacOS"
-            || directory.lastPathComponent == "Contents"
-        {
-            directory.deleteLastPathComponent()
-        }
-        return directory.appendingPathComponent(name)
+        BuiltProducts.url(name)
     }
 
     private let process = Process()

@@ -316,13 +316,6 @@ final class ModelRun {
     }
 
     static func built(_ name: String) -> URL {
-        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
-        var folder = testBinary.deletingLastPathComponent()
-        while folder.pathExtension == "xctest" || folder.lastPathComponent == "MacOS"
-            || folder.lastPathComponent == "Contents"
-        {
-            folder.deleteLastPathComponent()
-        }
-        return folder.appendingPathComponent(name)
+        BuiltProducts.url(name)
     }
 }
