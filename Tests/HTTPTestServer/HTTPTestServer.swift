@@ -50,7 +50,7 @@ public final class HTTPTestServer: Sendable {
         var digests: [TestContent: MD5Digest] = [:]
         var waiters: [Waiter] = []
         var nextWaiterID = 0
-        var beforeChunk: (@Sendable (Int) -> Void)?
+        var beforeChunk: (@Sendable (Int, Int) -> Void)?
     }
 
     /// Starts a server on 127.0.0.1 at a free port.
@@ -96,14 +96,15 @@ public final class HTTPTestServer: Sendable {
     /// Every request received so far, in order.
     public var requests: [RecordedRequest] { statistics.requests }
 
-    /// Forgets the request log and the peaks (open connections stay counted).
     /// Sets what a response to a URL with `paced=1` calls before each chunk of its body (64 KiB at most), on its
-    /// connection's thread, with the offset in the resource where the chunk begins: the test makes the response wait
-    /// there for an event (its disk catching up). `nil` (the default) sends at once.
-    public func setBeforeChunk(_ hook: (@Sendable (_ offset: Int) -> Void)?) {
+    /// connection's thread, with the offset in the resource where the chunk begins and the body bytes this response
+    /// sent before it: the test makes the response wait there for an event (its disk catching up). `nil` (the
+    /// default) sends at once.
+    public func setBeforeChunk(_ hook: (@Sendable (_ offset: Int, _ sent: Int) -> Void)?) {
         update { $0.beforeChunk = hook }
     }
 
+    /// Forgets the request log and the peaks (open connections stay counted).
     public func resetStatistics() {
         state.withLock {
             let open = $0.statistics.openConnections
@@ -351,7 +352,7 @@ public final class HTTPTestServer: Sendable {
         if case .content(_, let range) = response.body { bodyStart = range.lowerBound } else { bodyStart = 0 }
         let beforeChunk = response.paced ? state.withLock { $0.beforeChunk } : nil
         while sent < limit {
-            beforeChunk?(bodyStart + sent)
+            beforeChunk?(bodyStart + sent, sent)
             if let stall = response.stall, !stalled, sent >= stall.after {
                 stalled = true
                 update { $0.statistics.stallsBegun += 1 }

@@ -29,7 +29,8 @@ extension Transfer {
         let sink = WindowSink(
             job: job, position: machine.position, start: window.requestStart, end: window.end,
             ranged: window.end != nil, overlap: overlap, checkpointInterval: configuration.windowSize,
-            maximumUnwritten: configuration.maximumUnwrittenBytes, grownWindowLimit: window.unwrittenLimit,
+            maximumUnwritten: configuration.maximumUnwrittenBytes, behindGrace: configuration.diskBehindGrace,
+            grownWindowLimit: window.unwrittenLimit,
             sameVersionOnly: window.sameVersionOnly,
             firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
         let end = await bridge.perform(request, sink: sink)

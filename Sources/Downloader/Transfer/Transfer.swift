@@ -63,6 +63,11 @@ final class Transfer: Sendable {
         /// The most received bytes that may wait for the disk while a whole file streams in one response (a server
         /// that ignores Range, or a body without a length); beyond it the response ends (see `RequestEnd.diskBehind`).
         var maximumUnwrittenBytes: Int64 = 32 << 20
+        /// How long (nanoseconds) a body that cannot be resumed may keep more than `maximumUnwrittenBytes` waiting
+        /// (see `WindowEndRule.behindGrace`).
+        var diskBehindGrace: UInt64 = 1_000_000_000
+        /// Written bytes the hash stage may hold in memory; beyond them it reads them back from the file.
+        var hashBacklogLimit: Int64 = 1 << 20
     }
 
     let url: URL
@@ -120,7 +125,7 @@ final class Transfer: Sendable {
         try directory.createAreas()
         let job = TransferJob(
             url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
-            hashesByDefault: options.computesMD5, progress: progress)
+            hashesByDefault: options.computesMD5, hashBacklogLimit: configuration.hashBacklogLimit, progress: progress)
         defer { job.closeFile() }
 
         // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current

@@ -64,10 +64,12 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     init(
         job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
         checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes,
-        grownWindowLimit: Int64? = nil, sameVersionOnly: Bool = false, firstRequestBudget: FirstRequestBudget? = nil
+        behindGrace: UInt64 = Transfer.Configuration().diskBehindGrace, grownWindowLimit: Int64? = nil,
+        sameVersionOnly: Bool = false, firstRequestBudget: FirstRequestBudget? = nil
     ) {
         endRule = .init(
-            softUnwritten: maximumUnwritten, grownLimit: grownWindowLimit, firstRequestBudget: firstRequestBudget)
+            softUnwritten: maximumUnwritten, behindGrace: behindGrace, grownLimit: grownWindowLimit,
+            firstRequestBudget: firstRequestBudget)
         self.sameVersionOnly = sameVersionOnly
         self.job = job
         self.position = position
