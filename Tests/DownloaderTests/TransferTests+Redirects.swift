@@ -47,3 +47,14 @@ extension TransferTests {
         #expect(requests("/redirect-host/bytes/elsewhere").count == 1)
     }
 }
+
+extension TransferTests {
+    @Test("A cookie set on a 302 to the same URL is sent on the redirect: the gate opens, no redirect loop (#36)")
+    func cookieGate() async throws {
+        let size = 300_000
+        let result = try await transfer("/bytes/gated?size=\(size)&cookieGate=g").run()
+        #expect(result.md5 == TestContent(name: "gated", size: size).md5)
+        let sent = server.requests.compactMap { $0.value(forHeader: "Cookie") }
+        #expect(sent.contains { $0.contains("g=open") }, "\(server.requests.map(\.headers))")
+    }
+}

@@ -91,6 +91,16 @@ enum Router {
         guard head.method == "GET" || head.method == "HEAD" else {
             return .text(405, "method not allowed\n", headers: [("Allow", "GET, HEAD")])
         }
+        // cookieGate=NAME (a login or CDN gate): without the cookie NAME=open, a 302 to the same URL that sets it.
+        if let gate = head.query["cookieGate"],
+            !(head.value("Cookie") ?? "").split(separator: ";").contains(where: {
+                $0.trimmingCharacters(in: .whitespaces) == "\(gate)=open"
+            })
+        {
+            return .text(
+                302, "set a cookie and come back\n",
+                headers: [("Location", "http://127.0.0.1:\(port)\(target)"), ("Set-Cookie", "\(gate)=open; Path=/")])
+        }
         switch components.first {
         case "bytes" where components.count == 2:
             return bytes(

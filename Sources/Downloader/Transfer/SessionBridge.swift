@@ -42,6 +42,10 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var speedIntervalStart: UInt64
         var speedIntervalBytes = 0
         var visited: Set<String> = []
+        /// Cookies the redirect chain set, sent on the rest of the chain.
+        var cookies = RedirectCookies()
+        /// The `Cookie` header the caller set, sent again only to the original origin.
+        var callerCookie: String? = nil
         /// Open, redirecting or closed (with how it ended, kept for the caller until the task really completes).
         var request = RequestState()
     }
@@ -111,7 +115,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                         task: task, sink: sink, originalURL: request.url!, continuation: continuation,
                         lastActivity: DispatchTime.now().uptimeNanoseconds,
                         speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
-                        visited: [request.url!.absoluteString])
+                        visited: [request.url!.absoluteString + "\u{0}"],
+                        callerCookie: request.value(forHTTPHeaderField: "Cookie"))
                     return true
                 }
                 guard accepted else {
@@ -303,21 +308,29 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             else { return .leave }
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
             defer { state.entries[id] = entry }
-            if entry.visited.contains(target.absoluteString) {
+            entry.cookies.take(from: response)
+            let cookies = entry.cookies.header(for: target)
+            // The same URL again is a loop only with the same cookies: a gate that set one leads back to open.
+            let visit = target.absoluteString + "\u{0}" + (cookies ?? "")
+            if entry.visited.contains(visit) {
                 return .refuse(
                     .failed(
                         .tooManyRedirects(
                             entry.originalURL, reason: "redirect loop at \(target.redactedAbsoluteString)")))
             }
-            entry.visited.insert(target.absoluteString)
+            entry.visited.insert(visit)
             if entry.visited.count - 1 > maximum {
                 return .refuse(.failed(.tooManyRedirects(entry.originalURL, reason: "more than \(maximum) redirects")))
             }
             var next = request
-            if !Self.isSameOrigin(target, entry.originalURL) {
+            let sameOrigin = Self.isSameOrigin(target, entry.originalURL)
+            if !sameOrigin {
                 // Credentials set by the caller are for the original host only (curl's rule since CVE-2022-27776).
                 for name in Self.originBoundHeaders { next.setValue(nil, forHTTPHeaderField: name) }
             }
+            // Built afresh each hop, so no cookie is sent twice: the caller's (original origin only), then the chain's.
+            let sent = [sameOrigin ? entry.callerCookie : nil, cookies].compactMap { $0 }
+            next.setValue(sent.isEmpty ? nil : sent.joined(separator: "; "), forHTTPHeaderField: "Cookie")
             return .follow(next)
         }
         switch decision {
