@@ -41,11 +41,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// Where the current lowest-speed interval began, and the body bytes received since.
         var speedIntervalStart: UInt64
         var speedIntervalBytes = 0
-        var visited: Set<String> = []
-        /// Cookies the redirect chain set, sent on the rest of the chain.
-        var cookies = RedirectCookies()
-        /// The `Cookie` header the caller set, sent again only to the original origin.
-        var callerCookie: String? = nil
+        /// Its redirects so far, and what the next one gets.
+        var redirects: RedirectChain
         /// Open, redirecting or closed (with how it ended, kept for the caller until the task really completes).
         var request = RequestState()
     }
@@ -115,8 +112,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                         task: task, sink: sink, originalURL: request.url!, continuation: continuation,
                         lastActivity: DispatchTime.now().uptimeNanoseconds,
                         speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
-                        visited: [request.url!.absoluteString + "\u{0}"],
-                        callerCookie: request.value(forHTTPHeaderField: "Cookie"))
+                        redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects))
                     return true
                 }
                 guard accepted else {
@@ -302,36 +298,14 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             case refuse(RequestEnd)
         }
         let id = task.taskIdentifier
-        let maximum = configuration.maximumRedirects
         let decision = state.withLock { state -> Decision in
-            guard let target = request.url, var entry = state.entries[id], entry.request.redirectWillBeAnswered()
-            else { return .leave }
+            guard var entry = state.entries[id], entry.request.redirectWillBeAnswered() else { return .leave }
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
             defer { state.entries[id] = entry }
-            entry.cookies.take(from: response)
-            let cookies = entry.cookies.header(for: target)
-            // The same URL again is a loop only with the same cookies: a gate that set one leads back to open.
-            let visit = target.absoluteString + "\u{0}" + (cookies ?? "")
-            if entry.visited.contains(visit) {
-                return .refuse(
-                    .failed(
-                        .tooManyRedirects(
-                            entry.originalURL, reason: "redirect loop at \(target.redactedAbsoluteString)")))
+            switch entry.redirects.redirect(response, to: request) {
+            case .follow(let next): return .follow(next)
+            case .refuse(let error): return .refuse(.failed(error))
             }
-            entry.visited.insert(visit)
-            if entry.visited.count - 1 > maximum {
-                return .refuse(.failed(.tooManyRedirects(entry.originalURL, reason: "more than \(maximum) redirects")))
-            }
-            var next = request
-            let sameOrigin = Self.isSameOrigin(target, entry.originalURL)
-            if !sameOrigin {
-                // Credentials set by the caller are for the original host only (curl's rule since CVE-2022-27776).
-                for name in Self.originBoundHeaders { next.setValue(nil, forHTTPHeaderField: name) }
-            }
-            // Built afresh each hop, so no cookie is sent twice: the caller's (original origin only), then the chain's.
-            let sent = [sameOrigin ? entry.callerCookie : nil, cookies].compactMap { $0 }
-            next.setValue(sent.isEmpty ? nil : sent.joined(separator: "; "), forHTTPHeaderField: "Cookie")
-            return .follow(next)
         }
         switch decision {
         case .leave:
@@ -344,16 +318,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             close(taskIdentifier: id, with: end)
             completionHandler(nil)
         }
-    }
-
-    /// Headers dropped when a redirect leads to another host, port or scheme; every other header follows.
-    static let originBoundHeaders = ["Authorization", "Proxy-Authorization", "Cookie"]
-
-    /// Whether two URLs share scheme, host and port (the default port counts as that port).
-    static func isSameOrigin(_ a: URL, _ b: URL) -> Bool {
-        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
-        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
-            && port(a) == port(b)
     }
 
     // MARK: - Watchdog

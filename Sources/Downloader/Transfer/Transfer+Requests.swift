@@ -35,11 +35,11 @@ extension Transfer {
     func makeRequest(to target: URL? = nil) -> URLRequest {
         var request = URLRequest(url: target ?? url)
         request.cachePolicy = .reloadIgnoringLocalCacheData
-        // Credentials stay with their origin, as on a redirect (`SessionBridge.originBoundHeaders`).
-        let sameOrigin = target.map { SessionBridge.isSameOrigin($0, url) } ?? true
+        // Credentials stay with their origin, as on a redirect (`RedirectChain.originBoundHeaders`).
+        let sameOrigin = target.map { RedirectChain.isSameOrigin($0, url) } ?? true
         for (name, value) in options.headers
         where sameOrigin
-            || !SessionBridge.originBoundHeaders.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame })
+            || !RedirectChain.originBoundHeaders.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame })
         {
             request.setValue(value, forHTTPHeaderField: name)
         }
