@@ -1,8 +1,8 @@
 import Foundation
 
-/// Runs one generation of a download: the transfer, and after each transient fault (a lost connection, a stall, 408,
-/// 429, 5xx) a backoff and another transfer that resumes by Range, up to the retry limit. It reports how the
-/// generation ended; the manager's state machine decides what that means.
+/// Runs one generation of a download: the transfer, and after each transient fault a backoff and another transfer
+/// that resumes by Range, as its retry rule (`Retries`, a value) decides. It reports how the generation ended; the
+/// manager's state machine decides what that means.
 struct TransferRunner: Sendable {
     /// A retry about to happen: which one (1 for the first), after how long, and why.
     struct Retry: Sendable {
@@ -37,27 +37,33 @@ struct TransferRunner: Sendable {
         willRetry: @escaping @Sendable (Retry) async -> Void,
         warn: @escaping @Sendable (String) -> Void = { _ in }
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
-        var retries = 0
+        var retries = Retries(limit: retryLimit, backoff: backoff)
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
                 replacing: replacing, willPlace: willPlace, limiters: limiters, warn: warn, progress: progress)
+            let attempt: Retries.AttemptEnd
+            var result: TransferResult?
             do throws(DownloadError) {
-                let result = try await transfer.run()
-                return (.completed(result.checksum), result)
+                result = try await transfer.run()
+                attempt = .completed(result?.checksum)
             } catch {
-                if error == .cancelled || Task.isCancelled { return (.cancelled, nil) }
-                guard error.isTransient, retries < retryLimit else { return (.failed(error), nil) }
-                retries += 1
-                let delay = backoff.delay(attempt: retries - 1, retryAfter: error.retryAfter)
-                await willRetry(Retry(attempt: retries, delay: delay, error: error))
+                attempt = .failed(error)
+            }
+            var action = retries.attemptEnded(attempt, cancelled: Task.isCancelled)
+            if case .retry(let retry) = action {
+                await willRetry(retry)
                 do {
-                    try await Task.sleep(for: .seconds(delay))
+                    try await Task.sleep(for: .seconds(retry.delay))
+                    continue
                 } catch {
-                    return (.cancelled, nil)
+                    action = retries.waitCancelled()
                 }
             }
+            guard case .end(let end) = action else { continue }
+            if case .completed = end { return (end, result) }
+            return (end, nil)
         }
     }
 }
