@@ -67,6 +67,17 @@ public enum Snippets {
         return receipt
     }
 
+    /// README, "Logins": a credential for one host, answered when it asks.
+    public static func logins(directory: URL, host: String) throws -> DownloadManager {
+        // README: logins (directory, host)
+        var configuration = DownloadManager.Configuration(directory: directory)
+        // Sent when the host answers 401 with a Basic challenge, then with each request to it; never to another host.
+        configuration.credentials = [host: DownloadCredential(user: "alice", password: "s3cret")]
+        let manager = try DownloadManager(configuration: configuration)
+        // README: end
+        return manager
+    }
+
     /// Getting started (DocC), "Callbacks": progress and completion closures, and the controls.
     public static func callbacks(manager: DownloadManager, url: URL) async {
         // README: callbacks (manager, url)

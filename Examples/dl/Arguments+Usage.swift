@@ -38,6 +38,13 @@ extension Arguments {
               --naming MODE          suggested (the server's or the URL's name, default) or md5 (md5 of the URL)
           -H, --header 'N: v'        an extra request header (repeatable)
           -U, --user-agent TEXT      the User-Agent header (default dl/VERSION)
+              --user USER            the login for the URLs' hosts, sent only when a host answers 401 with a
+                                     Basic challenge, then with each request to it (never to another host, never
+                                     saved); --http-user too
+              --password PASSWORD    its password (default empty); --http-password too
+              --netrc-file FILE      read logins from FILE instead of ~/.netrc (read by default: machine, login,
+                                     password and default entries, as curl, wget and aria2c read them)
+              --no-netrc             do not read ~/.netrc
           -t, --tries N              attempts per URL, as wget counts them (default 6; 0 = no limit)
               --retries N            retries of transient faults per URL (default 5), each resuming by Range
           -T, --timeout SECONDS      a request that receives nothing for this long is retried (default 30)

@@ -11,7 +11,8 @@ extension Arguments {
         "--out", "--continue", "--max-active", "--max-concurrent-downloads", "--lifo", "--naming", "--header",
         "--user-agent", "--retries", "--tries", "--timeout", "--lowest-speed-limit", "--limit-rate",
         "--max-overall-limit", "--max-overall-download-limit", "--max-connection-per-server", "--split", "--wait",
-        "--md5", "--checksum", "--checksum-file", "--checksum-optional", "--no-md5", "--quiet", "--list",
+        "--md5", "--checksum", "--checksum-file", "--checksum-optional", "--no-md5", "--quiet", "--list", "--user",
+        "--http-user", "--password", "--http-password", "--netrc-file", "--no-netrc",
     ]
 
     /// The accepted flag closest to a mistyped one (`--limt-rate` → `--limit-rate`), if one is close enough: at most
@@ -43,7 +44,7 @@ extension Arguments {
     static func flagTakesNoValue(_ flag: String) -> Bool {
         [
             "--continue", "--lifo", "--no-md5", "--checksum-optional", "--quiet", "--list", "--wait", "--help",
-            "--version",
+            "--version", "--no-netrc",
         ].contains(flag)
     }
 

@@ -37,6 +37,14 @@ struct Arguments {
     var checksumOptional = false
     var computesMD5 = true
     var headers: [String: String] = [:]
+    /// `--user`/`--password`: the login for the hosts of the given URLs (over `.netrc`).
+    var user: String?
+    var password: String?
+    /// `--netrc-file`: the `.netrc` to read (default `~/.netrc`); `--no-netrc`: none.
+    var netrcFile: String?
+    var readsNetrc = true
+    /// The login of each URL's host (mirrors too), from `--user`/`--password`, else `.netrc`.
+    var credentials: [String: DownloadCredential] = [:]
     var userAgent = "dl/\(Arguments.version)"
     var retries = 5
     var timeout: Double = 30
@@ -143,6 +151,14 @@ struct Arguments {
             case "--header", "-H":
                 let (name, headerValue) = try header(value(for: flag, inline: inline), context: "--header")
                 result.headers[name] = headerValue
+            case "--user", "--http-user":
+                result.user = try value(for: flag, inline: inline)
+            case "--password", "--http-password":
+                result.password = try value(for: flag, inline: inline)
+            case "--netrc-file":
+                result.netrcFile = try value(for: flag, inline: inline)
+            case "--no-netrc":
+                result.readsNetrc = false
             case "--user-agent", "-U":
                 result.userAgent = try value(for: flag, inline: inline)
             case "--retries":
@@ -212,6 +228,7 @@ struct Arguments {
         }
         try result.collectRequests(texts)
         try result.checkConsistency()
+        try result.collectCredentials()
         return result
     }
 
@@ -247,6 +264,8 @@ struct Arguments {
 
     /// Flags that are given together but cannot apply.
     private mutating func checkConsistency() throws(UsageError) {
+        if password != nil && user == nil { throw UsageError(message: "--password needs --user") }
+        if netrcFile != nil && !readsNetrc { throw UsageError(message: "--netrc-file and --no-netrc: give one") }
         if let md5 {
             guard checksum == nil else { throw UsageError(message: "--md5 and --checksum: give one") }
             checksum = Checksum(md5: md5)

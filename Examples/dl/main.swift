@@ -78,6 +78,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.stallTimeout = arguments.timeout
     configuration.lowestSpeedLimit = arguments.lowestSpeedLimit
     configuration.maximumBytesPerSecond = arguments.overallLimit
+    configuration.credentials = arguments.credentials
     if ProcessInfo.processInfo.environment["DL_FIRST_REQUEST_CUT"] == "0" { configuration.firstRequestBudget = nil }
 
     if arguments.output == "-" {
@@ -89,6 +90,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             streaming.lowestSpeedLimit = configuration.lowestSpeedLimit
             streaming.maximumBytesPerSecond = configuration.maximumBytesPerSecond
             streaming.firstRequestBudget = configuration.firstRequestBudget
+            streaming.credentials = configuration.credentials
         }
     }
     if arguments.list {

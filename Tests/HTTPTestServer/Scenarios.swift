@@ -91,6 +91,16 @@ enum Router {
         guard head.method == "GET" || head.method == "HEAD" else {
             return .text(405, "method not allowed\n", headers: [("Allow", "GET, HEAD")])
         }
+        // auth=USER:PASSWORD: without `Authorization: Basic base64(USER:PASSWORD)`, a 401 that offers Basic (or, with
+        // authScheme=digest, only Digest).
+        if let login = head.query["auth"],
+            head.value("Authorization") != "Basic " + Data(login.utf8).base64EncodedString()
+        {
+            let challenge =
+                head.query["authScheme"] == "digest"
+                ? "Digest realm=\"test\", nonce=\"abc\", qop=\"auth\"" : "Basic realm=\"test, with a comma\""
+            return .text(401, "log in first\n", headers: [("WWW-Authenticate", challenge)])
+        }
         // cookieGate=NAME (a login or CDN gate): without the cookie NAME=open, a 302 to the same URL that sets it.
         if let gate = head.query["cookieGate"],
             !(head.value("Cookie") ?? "").split(separator: ";").contains(where: {

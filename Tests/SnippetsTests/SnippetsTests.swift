@@ -93,6 +93,14 @@ final class SnippetsTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("Logins: the credential answers the host's Basic challenge")
+    func logins() async throws {
+        let manager = try Snippets.logins(directory: workspace.directory, host: "127.0.0.1")
+        let receipt = try await manager.download(server.url("/bytes/login?size=50000&auth=alice:s3cret"))
+        #expect(receipt.state == .completed)
+        await manager.shutdown()
+    }
+
     @Test("README.md and the DocC articles show every compiled snippet, and every Swift block in them is one")
     func readmeMatches() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -117,7 +125,7 @@ final class SnippetsTests: Sendable {
                 current!.lines.append(String(line.dropFirst(min(current!.indent, line.prefix { $0 == " " }.count))))
             }
         }
-        #expect(regions.count == 6)
+        #expect(regions.count == 7)
 
         let articles = root.appendingPathComponent("Sources/Downloader/Downloader.docc")
         let documents =

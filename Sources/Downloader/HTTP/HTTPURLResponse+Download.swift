@@ -15,7 +15,8 @@ extension HTTPURLResponse {
             dispositionFilename: dispositionFilename, retryAfter: retryAfter,
             reprDigest: value(forHTTPHeaderField: "Repr-Digest"), digest: value(forHTTPHeaderField: "Digest"),
             contentDigest: value(forHTTPHeaderField: "Content-Digest"),
-            contentMD5: value(forHTTPHeaderField: "Content-MD5"))
+            contentMD5: value(forHTTPHeaderField: "Content-MD5"),
+            authenticationSchemes: statusCode == 401 ? HostCredentials.offeredSchemes(self) : [])
     }
 
     /// `ETag` and `Last-Modified` as sent.

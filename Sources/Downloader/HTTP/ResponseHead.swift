@@ -20,6 +20,8 @@ struct ResponseHead: Sendable {
     var digest: String?
     var contentDigest: String?
     var contentMD5: String?
+    /// The authentication schemes a `401` offers (`WWW-Authenticate`), lower-cased.
+    var authenticationSchemes: [String] = []
 
     /// The validators, without the ETag when the server's ETags proved unreliable for this resource.
     func validators(ignoringETag: Bool) -> Validators {

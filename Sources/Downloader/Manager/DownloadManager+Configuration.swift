@@ -42,6 +42,13 @@ extension DownloadManager {
         /// `DownloadError.requestPreparationFailed` (a thrown `DownloadError` as it is), and nothing is retried.
         /// Default `nil`.
         public var prepareRequest: (@Sendable (URLRequest) async throws -> URLRequest)?
+        /// User names and passwords by host, for servers that answer `401` with a Basic challenge: keys are host
+        /// names (`"example.com"`) or a host and port (`"example.com:8443"`, which wins). A request goes out without
+        /// them; a `401` offering `Basic` is answered once, and later requests to that host carry the credential from
+        /// the start. Never sent to another host (a redirect to one gets that host's own credential, if any), never
+        /// written to disk. A URL's own `user:password@` and an `Authorization` header in `DownloadOptions.headers`
+        /// are used as they are. See `DownloadCredential`. Default empty.
+        public var credentials: [String: DownloadCredential]
         /// The interval over which `lowestSpeedLimit` is measured, in seconds (aria2 uses 30). Default 30.
         public var lowestSpeedInterval: TimeInterval
         /// Connections per download when its options do not say (`DownloadOptions.connections`), 1...16. Default 1.
@@ -90,6 +97,7 @@ extension DownloadManager {
             maximumBytesPerSecond = nil
             userAgent = "Downloader/\(DownloadManager.version)"
             prepareRequest = nil
+            credentials = [:]
             lowestSpeedInterval = 30
             windowSize = 4 << 20
             connectionsPerDownload = 1

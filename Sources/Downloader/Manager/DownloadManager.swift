@@ -157,7 +157,8 @@ public actor DownloadManager {
                     6, configuration.maximumActiveDownloads * max(4, configuration.connectionsPerDownload) + 2),
                 lowestSpeed: configuration.lowestSpeedLimit.map {
                     (Double($0), max(0.1, configuration.lowestSpeedInterval))
-                }, userAgent: configuration.userAgent, prepareRequest: configuration.prepareRequest))
+                }, userAgent: configuration.userAgent, prepareRequest: configuration.prepareRequest,
+                credentials: HostCredentials(configuration.credentials)))
         runner = TransferRunner(
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),

@@ -55,8 +55,24 @@ enum ResponseJudge {
         case 206: judgePartial(head, request: request, known: known, url: url)
         case 200: judgeWhole(head, request: request, known: known)
         case 416: .end(.unsatisfiable(completeLength: head.contentRange.flatMap(ContentRange.init)?.completeLength))
+        case 401: .end(.failed(unauthorized(head, url: url)))
         default: .end(.failed(.httpStatus(head.statusCode, url: url, retryAfter: head.retryAfter)))
         }
+    }
+
+    /// A `401`, saying what the server asks for: a login the session answers (Basic), or a scheme it does not.
+    private static func unauthorized(_ head: ResponseHead, url: URL) -> DownloadError {
+        let error = DownloadError.httpStatus(401, url: url)
+        let schemes = head.authenticationSchemes
+        if schemes.contains("basic") {
+            return error.adding(
+                "it asks for a login: give one (DownloadManager.Configuration.credentials; dl --user or ~/.netrc), "
+                    + "or check the one given")
+        }
+        guard let first = schemes.first else { return error }
+        return error.adding(
+            "it asks for \(first.capitalized) authentication, which is not supported (Basic is): give an "
+                + "Authorization header, or a token through prepareRequest")
     }
 
     private static func judgePartial(

@@ -30,6 +30,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// Called before every request; a throw ends the request with `.failed` (see
         /// `DownloadManager.Configuration.prepareRequest`).
         var prepareRequest: (@Sendable (URLRequest) async throws -> URLRequest)?
+        /// Credentials for hosts that ask for Basic authentication (see `SessionBridge+Authentication`).
+        var credentials = HostCredentials()
     }
 
     private struct Entry {
@@ -43,6 +45,10 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var speedIntervalBytes = 0
         /// Its redirects so far, and what the next one gets.
         var redirects: RedirectChain
+        /// A `401` offering Basic may be answered (`SessionBridge+Authentication`); whether this hop carried
+        /// credentials already.
+        var answersChallenge: Bool
+        var sentCredentials: Bool
         /// Open, redirecting or closed (with how it ended, kept for the caller until the task really completes).
         var request = RequestState()
     }
@@ -55,6 +61,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
 
     let configuration: Configuration
     private let state: Locked<State>
+    let authentication = Locked(AuthenticationState())
     private let controlQueue = DispatchQueue(label: "Downloader.SessionBridge.control")
     private let delegateQueue: OperationQueue
     private let watchdog: DispatchSourceTimer
@@ -94,10 +101,21 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     ///   - sink: receives the response and body on the delegate queue.
     /// - Returns: how it ended. Cancelling the calling task closes the request and returns `.cancelled`.
     func perform(_ unprepared: URLRequest, sink: any TransferSink) async -> RequestEnd {
+        let answers = !configuration.credentials.isEmpty
+        let (end, id) = await performOnce(authorizingIfKnown(unprepared), sink: sink, answersChallenge: answers)
+        guard answers, let id, let retry = answer(toChallengeOf: id, for: unprepared) else { return end }
+        return await performOnce(retry, sink: sink, answersChallenge: false).end
+    }
+
+    /// Performs one request as it is (see `perform`).
+    /// - Returns: how it ended, and its task's identifier (`nil` when it never became a task).
+    private func performOnce(
+        _ unprepared: URLRequest, sink: any TransferSink, answersChallenge: Bool
+    ) async -> (end: RequestEnd, id: Int?) {
         let request: URLRequest
         switch await prepare(unprepared) {
         case .success(let prepared): request = prepared
-        case .failure(let preparation): return preparation.end
+        case .failure(let preparation): return (preparation.end, nil)
         }
         let task: URLSessionDataTask = session.dataTask(with: request)
         let id = task.taskIdentifier
@@ -112,7 +130,10 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                         task: task, sink: sink, originalURL: request.url!, continuation: continuation,
                         lastActivity: DispatchTime.now().uptimeNanoseconds,
                         speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
-                        redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects))
+                        redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects),
+                        answersChallenge: answersChallenge,
+                        sentCredentials: request.value(forHTTPHeaderField: "Authorization") != nil
+                            || request.url!.hasCredentials)
                     return true
                 }
                 guard accepted else {
@@ -133,20 +154,13 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         // The sink wrote its state on the delegate queue before the request ended; taking the lock that side took
         // last makes the hand-off explicit (ThreadSanitizer does not always see it through the continuation).
         state.withLock { _ in }
-        return end
+        return (end, id)
     }
 
     /// Whether a new request to `url`'s origin would probably reuse an idle connection (see `WarmConnections`).
     func hasWarmConnection(to url: URL) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
         return state.withLock { $0.warm.hasIdle(origin: Self.origin(of: url), now: now) }
-    }
-
-    /// `scheme://host:port`.
-    static func origin(of url: URL) -> String {
-        let scheme = url.scheme?.lowercased() ?? ""
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
-        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
     }
 
     /// Closes a request from any thread: late events are dropped from now on and the task is cancelled on the
@@ -227,6 +241,17 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             completionHandler(.cancel)
             return
         }
+        let credentials = state.withLock { state in
+            state.entries[id].map { (answers: $0.answersChallenge, sent: $0.sentCredentials, url: $0.originalURL) }
+        }
+        if let credentials, credentials.answers,
+            takesChallenge(response, taskIdentifier: id, sentCredentials: credentials.sent)
+        {
+            // Answered by `perform` with the credential: the sink never hears of this response.
+            close(taskIdentifier: id, with: .failed(.httpStatus(401, url: credentials.url)))
+            completionHandler(.cancel)
+            return
+        }
         if let end = sink.receive(response: response) {
             close(taskIdentifier: id, with: end)
             completionHandler(.cancel)
@@ -303,7 +328,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
             defer { state.entries[id] = entry }
             switch entry.redirects.redirect(response, to: request) {
-            case .follow(let next): return .follow(next)
+            case .follow(let next):
+                entry.sentCredentials = next.value(forHTTPHeaderField: "Authorization") != nil
+                return .follow(next)
             case .refuse(let error): return .refuse(.failed(error))
             }
         }
