@@ -121,6 +121,14 @@ enum Router {
             let code = Int(components[1]) ?? 500
             var headers: [(String, String)] = []
             if let retryAfter = head.query["retryAfter"] { headers.append(("Retry-After", retryAfter)) }
+            if head.query["body"] == "s3" {
+                // What S3 answers for a presigned URL past its expiry.
+                return .text(
+                    code,
+                    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>AccessDenied</Code><Message>Request has "
+                        + "expired</Message><X-Amz-Expires>60</X-Amz-Expires><RequestId>Q1</RequestId></Error>",
+                    headers: headers + [("Content-Type", "application/xml")])
+            }
             return .text(code, "status \(code)\n", headers: headers)
         case "redirect" where components.count >= 3:
             let remaining = Int(components[1]) ?? 0

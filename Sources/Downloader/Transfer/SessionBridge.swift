@@ -112,6 +112,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     private func performOnce(
         _ unprepared: URLRequest, sink: any TransferSink, answersChallenge: Bool
     ) async -> (end: RequestEnd, id: Int?) {
+        let sink = ErrorBodySink(sink)  // an error status's message is read from its body
         let request: URLRequest
         switch await prepare(unprepared) {
         case .success(let prepared): request = prepared
@@ -257,6 +258,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             completionHandler(.cancel)
         } else {
             completionHandler(.allow)
+            if let time = sink.takeCheckTime() { scheduleCheck(id, at: time) }
         }
     }
 
