@@ -22,7 +22,8 @@ import Testing
 ///
 /// CI runs `DL_CHAOS_TRIALS` trials (default 24) from `DL_CHAOS_SEED` (default 1) against the release `dl`;
 /// `Tests/Reliability/chaos.sh N SEED` runs more by hand, and a failing trial prints the seed and index to replay
-/// (`DL_CHAOS_ONLY=INDEX`).
+/// (`DL_CHAOS_ONLY=INDEX`; `DL_CHAOS_KEEP=PATH` keeps a copy of the directory before the rerun at PATH, and after it at
+/// PATH.after).
 @Suite("dl chaos")
 final class DLChaosTests: Sendable {
     let workspace: TestWorkspace
@@ -150,6 +151,9 @@ final class DLChaosTests: Sendable {
         guard trial.behaviour != .endless else { return problems }
 
         let kept = Self.partialBytes(in: dir)
+        if let keep = Self.environment["DL_CHAOS_KEEP"] {
+            try? FileManager.default.copyItem(at: dir, to: URL(fileURLWithPath: keep))
+        }
         let sentBeforeRerun = server.statistics.bodyBytesSent
         let rerun = try DLProcess(arguments, in: work)
         let rerunPeak = PeakMemory(pid: rerun.pid)
@@ -163,6 +167,9 @@ final class DLChaosTests: Sendable {
         let allowed = Int64(trial.size) - kept + (trial.signal == SIGKILL ? window : 0) + Int64(trial.size) / 20
         if trial.behaviour.options.ranged && outcome.status != 0 && served > allowed {
             problems.append("the rerun fetched \(served) bytes, the first run kept \(kept) of \(trial.size)")
+        }
+        if let keep = Self.environment["DL_CHAOS_KEEP"] {
+            try? FileManager.default.copyItem(at: dir, to: URL(fileURLWithPath: keep + ".after"))
         }
         try? FileManager.default.removeItem(at: dir)
         return problems

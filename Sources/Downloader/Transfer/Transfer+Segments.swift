@@ -27,6 +27,15 @@ extension Transfer {
     /// task doing I/O only; every decision is the machine's, taken here, one event at a time.
     /// - Returns: the machine's next action once every connection is idle.
     func fetchSegments(_ job: TransferJob, machine: inout StateMachine) async -> StateMachine.Action {
+        // The state says "segments" before any is written (`TransferJob.beginSegments`); a disk failure here fails
+        // the writes that follow, and with them the fetch.
+        if !job.segmented, await job.drained() == nil {
+            do throws(DownloadError) {
+                try job.beginSegments(machine.position.metadata)
+            } catch {
+                job.fail(error)
+            }
+        }
         await withTaskGroup(of: SegmentEvent.self) { group in
             var halfway: [Int: DiskFence] = [:]
             let known = machine.position.metadata
