@@ -92,6 +92,33 @@ struct TransferStateMachineSegmentsTests {
         #expect(metadata.totalLength == nil && machine.connections == 1 && machine.restarts == 1)
     }
 
+    @Test("Another ETag for the same bytes keeps what arrived: the missing bytes follow on one connection, no ETag")
+    func unreliableETagContinues() {
+        var (machine, actions) = Self.started()
+        let requests = Self.requests(actions)
+        // Connection 0 finished its window, connection 2's response came with another ETag, 1 and 3 were cancelled
+        // after 10 bytes.
+        let done = requests[0]
+        _ = machine.segmentEnded(connection: done.connection, end: .finished, received: Int64(done.range.count))
+        _ = machine.segmentDiskPassed(connection: done.connection, failure: nil)
+        let more = machine.segments?.plan.inFlight[done.connection]
+        #expect(machine.segmentEnded(connection: 2, end: .unreliableETag(reason: "flap"), received: 0).count == 1)
+        for request in requests where request.connection != 0 && request.connection != 2 {
+            #expect(machine.segmentEnded(connection: request.connection, end: .cancelled, received: 10).isEmpty)
+        }
+        if more != nil {  // the window connection 0 took next, cancelled with nothing
+            #expect(machine.segmentEnded(connection: done.connection, end: .cancelled, received: 0).isEmpty)
+        }
+        #expect(machine.segmentsEnded() == .warn("flap"))
+        #expect(machine.connections == 1 && machine.restarts == 0 && machine.position.metadata.validators.etag == nil)
+        // Nothing that arrived is asked for again: the first window, and 10 bytes of windows 1 and 3.
+        #expect(machine.position.offset == done.range.upperBound + 10)
+        let missing = machine.position.missing(total: 64 << 20)
+        #expect(missing.allSatisfy { gap in !gap.overlaps(done.range) })
+        #expect(missing.reduce(0) { $0 + Int64($1.count) } == (63 << 20) - Int64(done.range.count) - 20)
+        #expect(machine.next(warmConnection: true) == .fetchSegments(connections: 1))
+    }
+
     @Test("A mirror that fails is left out with a warning, and its window's rest goes first to the URL")
     func failingMirror() throws {
         let mirror = URL(string: "http://mirror.test/file.bin")!

@@ -82,8 +82,12 @@ extension Transfer.StateMachine {
             // Memory stays bounded per connection, as on one: the next window once the disk is past this one's
             // middle.
             return [.waitForDisk(connection: connection, checkpoint: run.metadata)]
-        case .restartFromZero(let reason), .wholeWithoutRanges(let reason), .unreliableETag(let reason):
+        case .restartFromZero(let reason), .wholeWithoutRanges(let reason):
             outcome = .fallBack(reason: reason)
+        case .unreliableETag(let reason):
+            // Backends that disagree on ETags for the same bytes: what arrived stays (each byte came with the ETag the
+            // file started with), the rest comes on one connection, judged without ETags.
+            outcome = .continueAlone(reason: reason)
         case .unsatisfiable:
             let range = run.plan.inFlight[connection].map { "\($0.lowerBound)-\($0.upperBound - 1)" } ?? ""
             outcome = .fallBack(reason: "the server cannot serve bytes \(range)")
@@ -142,6 +146,9 @@ extension Transfer {
         case finished
         /// A response showed another version or ignored Range: restart the file on one connection.
         case fallBack(reason: String)
+        /// A response came with another ETag for the same bytes (`RequestEnd.unreliableETag`): keep what arrived,
+        /// fetch the rest on one connection without trusting ETags.
+        case continueAlone(reason: String)
         case failed(DownloadError)
         case cancelled
     }

@@ -248,6 +248,27 @@ extension Transfer.StateMachine {
             // Never a spliced file: the current version from byte 0, on one connection for the rest of the run.
             connections = 1
             return restart(reason: reason)
+        case .continueAlone(let reason):
+            // The bytes that arrived stay where they are; the missing ones are fetched on one connection (still at
+            // their offsets), judged by length and Last-Modified (chaos run: a restart fetched up to 1.9 times the
+            // file from such servers).
+            let total = position.metadata.totalLength ?? position.offset
+            let missing = run.plan.unrequested
+            let watermark = missing.first?.lowerBound ?? total
+            // What arrived: everything after the watermark that is not missing.
+            var written: [Range<Int64>] = []
+            var cursor = watermark
+            for gap in missing {
+                if gap.lowerBound > cursor { written.append(cursor..<gap.lowerBound) }
+                cursor = max(cursor, gap.upperBound)
+            }
+            if cursor < total { written.append(cursor..<total) }
+            position.resume(at: watermark)
+            position.written = written
+            position.metadata.ignoresETag = true
+            position.metadata.validators.etag = nil
+            connections = 1
+            return .warn(reason)
         case .failed(let error):
             return nextSource(after: error) ?? stop(.stop(error))
         case .cancelled:
