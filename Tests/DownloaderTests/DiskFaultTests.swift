@@ -34,7 +34,8 @@ final class DiskFaultTests: Sendable {
             let receipt = try await manager.download(url)
             #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "fine\(index)", size: 100_000).md5)
         }
-        let full = server.url("/bytes/full?size=3000000")
+        // Without a length nothing can be checked before: the write itself fails (`freeSpaceCheckedFirst` has one).
+        let full = server.url("/bytes/full?size=3000000&length=none&norange=1")
         await #expect(throws: DownloadError.fileSystem) { try await manager.download(full) }
         let failed = try #require(await manager.receipt(for: full))
         #expect(failed.state == .failed && failed.error?.reason.contains("writing") == true, "\(failed)")
@@ -42,6 +43,24 @@ final class DiskFaultTests: Sendable {
         await manager.waitUntilQuiet()
         let after = try await manager.download(server.url("/bytes/after?size=100000"))
         #expect(try md5OfFile(after.fileURL) == TestContent(name: "after", size: 100_000).md5)
+        await manager.shutdown()
+    }
+
+    @Test(
+        "A download with a length larger than the free space fails at once, saying so (d1ecfd3: ENOSPC after 1 MB)",
+        .enabled(if: SmallDisk.isAvailable))
+    func freeSpaceCheckedFirst() async throws {
+        let disk = try SmallDisk(at: temporary.url.appendingPathComponent("small"), size: "1m")
+        var configuration = DownloadManager.Configuration.forTests(directory: disk.url)
+        configuration.retryLimit = 0
+        let manager = try DownloadManager(configuration: configuration)
+        let url = server.url("/bytes/toobig?size=3000000")
+        let error = await #expect(throws: DownloadError.self) { try await manager.download(url) }
+        #expect(error == .fileSystem && error?.reason.contains("not enough free space") == true, "\(error!)")
+        #expect(server.statistics.bodyBytesSent < 1 << 20, "stopped before filling the disk")
+        // What fits still downloads.
+        let fits = try await manager.download(server.url("/bytes/fits?size=100000"))
+        #expect(try md5OfFile(fits.fileURL) == TestContent(name: "fits", size: 100_000).md5)
         await manager.shutdown()
     }
 
@@ -167,6 +186,7 @@ final class DiskFaultTests: Sendable {
         var configuration = DownloadManager.Configuration.forTests(directory: disk.url, retryLimit: 0, window: 1 << 20)
         configuration.connectionsPerDownload = 4
         configuration.minimumSegmentSize = 128 << 10
+        configuration.checksFreeSpace = false  // the disk fills up during the download (another process's files)
         let manager = try DownloadManager(configuration: configuration)
         let url = server.url("/bytes/segfull?size=6000000")
         let content = TestContent(name: "segfull", size: 6_000_000)

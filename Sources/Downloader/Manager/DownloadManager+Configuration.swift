@@ -66,6 +66,9 @@ extension DownloadManager {
         /// Several connections are used only when at least twice this many bytes are missing
         /// (`Transfer.Configuration`). Internal: tests use small files.
         var minimumSegmentSize = Transfer.Configuration().minimumSegmentSize
+        /// Whether a download with a known length checks the free space first (`Transfer.Configuration`). Internal:
+        /// tests of a disk that fills up mid-download turn it off.
+        var checksFreeSpace = true
         /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
         /// somewhere else, as `dl` does with its `--dir`.
         public var completedDirectory: URL?

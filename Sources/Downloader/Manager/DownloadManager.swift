@@ -168,7 +168,7 @@ public actor DownloadManager {
                 firstWindowSize: Int64(max(1, configuration.firstWindowSize)),
                 firstRequestBudget: configuration.firstRequestBudget,
                 connections: configuration.connectionsPerDownload,
-                minimumSegmentSize: configuration.minimumSegmentSize),
+                minimumSegmentSize: configuration.minimumSegmentSize, checksFreeSpace: configuration.checksFreeSpace),
             sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {

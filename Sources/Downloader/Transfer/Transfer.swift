@@ -63,6 +63,9 @@ final class Transfer: Sendable {
         /// The most received bytes that may wait for the disk while a whole file streams in one response (a server
         /// that ignores Range, or a body without a length); beyond it the response ends (see `RequestEnd.diskBehind`).
         var maximumUnwrittenBytes: Int64 = 32 << 20
+        /// Whether a download of known length fails at once when the disk has less room than the bytes still to come
+        /// (`TransferJob.checkFreeSpace`).
+        var checksFreeSpace = true
         /// How long (nanoseconds) a body that cannot be resumed may keep more than `maximumUnwrittenBytes` waiting
         /// (see `WindowEndRule.behindGrace`).
         var diskBehindGrace: UInt64 = 1_000_000_000
@@ -125,7 +128,8 @@ final class Transfer: Sendable {
         try directory.createAreas()
         let job = TransferJob(
             url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
-            hashesByDefault: options.computesMD5, hashBacklogLimit: configuration.hashBacklogLimit, progress: progress)
+            hashesByDefault: options.computesMD5, hashBacklogLimit: configuration.hashBacklogLimit,
+            checksFreeSpace: configuration.checksFreeSpace, progress: progress)
         defer { job.closeFile() }
 
         // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current

@@ -119,6 +119,8 @@ final class TransferJob: @unchecked Sendable {
     var segmentBytesSinceCheckpoint: Int64 = 0
     /// Bytes received from the network by this run and written (not counting what was already on disk).
     var receivedThisRun: Int64 = 0
+    /// Whether the free space was compared with the bytes still to come (`checkFreeSpace`).
+    var checkedFreeSpace = false
     /// The total length the last described metadata gives (for progress).
     private var total: Int64?
 
@@ -138,8 +140,10 @@ final class TransferJob: @unchecked Sendable {
     /// Creates the disk side of a transfer; nothing is opened until the first command.
     init(
         url: URL, files: PartialFiles, expectation: Checksum? = nil, hashesByDefault: Bool = true,
-        hashBacklogLimit: Int64 = 1 << 20, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+        hashBacklogLimit: Int64 = 1 << 20, checksFreeSpace: Bool = true,
+        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
+        checkedFreeSpace = !checksFreeSpace
         self.url = url
         self.files = files
         self.expectation = expectation
@@ -279,12 +283,14 @@ final class TransferJob: @unchecked Sendable {
                         fail(error)
                     }
                 case .describe(let metadata, let every):
+                    checkFreeSpace(total: metadata.totalLength)
                     total = metadata.totalLength
                     toHasher { [self] in
                         described = metadata
                         checkpointEvery = every
                     }
                 case .checkpoint(let metadata):
+                    checkFreeSpace(total: metadata.totalLength)
                     total = metadata.totalLength
                     segmentBytesSinceCheckpoint = 0
                     let segments = segmentsToSave
