@@ -70,6 +70,9 @@ extension Arguments {
 
         Output:
           -q, --quiet                no progress or messages (errors are still reported)
+              --on-complete CMD      after each verified file, run sh -c 'CMD "$1"' with the file's path as $1 and
+                                     DL_PATH, DL_URL, DL_CHECKSUM in the environment (one at a time, while the
+                                     downloads go on); a failure is reported, not fatal; --on-download-complete too
               --list                 print the downloads known in DIR and exit
 
         Environment:

@@ -12,7 +12,8 @@ extension Arguments {
         "--user-agent", "--retries", "--tries", "--timeout", "--lowest-speed-limit", "--limit-rate",
         "--max-overall-limit", "--max-overall-download-limit", "--max-connection-per-server", "--split", "--wait",
         "--md5", "--checksum", "--checksum-file", "--checksum-optional", "--no-md5", "--quiet", "--list", "--user",
-        "--http-user", "--password", "--http-password", "--netrc-file", "--no-netrc",
+        "--http-user", "--password", "--http-password", "--netrc-file", "--no-netrc", "--on-complete",
+        "--on-download-complete",
     ]
 
     /// The accepted flag closest to a mistyped one (`--limt-rate` → `--limit-rate`), if one is close enough: at most

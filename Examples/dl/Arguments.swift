@@ -43,6 +43,8 @@ struct Arguments {
     /// `--netrc-file`: the `.netrc` to read (default `~/.netrc`); `--no-netrc`: none.
     var netrcFile: String?
     var readsNetrc = true
+    /// `--on-complete`: a command run for each verified file (`CompletionHook`).
+    var onComplete: String?
     /// The login of each URL's host (mirrors too), from `--user`/`--password`, else `.netrc`.
     var credentials: [String: DownloadCredential] = [:]
     var userAgent = "dl/\(Arguments.version)"
@@ -159,6 +161,8 @@ struct Arguments {
                 result.netrcFile = try value(for: flag, inline: inline)
             case "--no-netrc":
                 result.readsNetrc = false
+            case "--on-complete", "--on-download-complete":
+                result.onComplete = try value(for: flag, inline: inline)
             case "--user-agent", "-U":
                 result.userAgent = try value(for: flag, inline: inline)
             case "--retries":

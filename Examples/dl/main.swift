@@ -16,6 +16,8 @@ struct Outcome: Sendable {
     let path: String?
     /// Why it failed, otherwise.
     let reason: String?
+    /// Its digest (`sha-256=…`), when hashed.
+    var checksum: String? = nil
 }
 
 /// `dl --list`: what DIR's state records, read without the lock (a download another `dl` runs shows as
@@ -138,12 +140,16 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     for url in arguments.urls { await manager.enqueue(url, options: options[url]!) }  // in command-line order
     let plan = options
     let urls = arguments.urls
+    let hook = arguments.onComplete.map { command in
+        CompletionHook(command: command) { message in renderer.printError(message) }
+    }
     let failures = await withTaskGroup(of: Outcome.self, returning: Int.self) { group in
         for url in urls {
             group.addTask {
                 do {
+                    let receipt = try await manager.download(url, options: plan[url]!)
                     return Outcome(
-                        url: url, path: try await manager.download(url, options: plan[url]!).fileURL.path, reason: nil)
+                        url: url, path: receipt.fileURL.path, reason: nil, checksum: receipt.checksum?.description)
                 } catch {
                     return Outcome(url: url, path: nil, reason: (error as? DownloadError)?.reason ?? "\(error)")
                 }
@@ -153,6 +159,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         for await outcome in group {
             if let path = outcome.path {
                 renderer.printResult(path)
+                await hook?.run(path: path, url: outcome.url, checksum: outcome.checksum)
             } else if !signals.isStopping {
                 failures += 1
                 renderer.printError("dl: \(outcome.url.redactedAbsoluteString): \(outcome.reason ?? "failed")")
@@ -161,6 +168,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         return failures
     }
     if signals.isStopping { await signals.waitForever() }
+    await hook?.finish()
     await manager.shutdown()
     await events.value  // shutdown ends the stream once every event is delivered
     renderer.finish(failures: failures)
