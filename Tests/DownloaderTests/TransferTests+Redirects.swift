@@ -58,3 +58,18 @@ extension TransferTests {
         #expect(sent.contains { $0.contains("g=open") }, "\(server.requests.map(\.headers))")
     }
 }
+
+extension TransferTests {
+    @Test("Authorization is dropped when a redirect changes host, and kept on the same host")
+    func authorizationStripped() async throws {
+        let options = DownloadOptions(headers: ["Authorization": "Bearer secret"])
+        _ = try await transfer("/redirect-host/bytes/auth?size=100", options: options).run()
+        let first = server.requests.first { $0.path == "/redirect-host/bytes/auth" }
+        #expect(first?.value(forHeader: "Authorization") == "Bearer secret")
+        #expect(gets("auth").allSatisfy { $0.value(forHeader: "Authorization") == nil })
+        #expect(gets("auth").allSatisfy { $0.value(forHeader: "Host")?.hasPrefix("localhost") == true })
+
+        _ = try await transfer("/redirect/1/bytes/auth2?size=100", options: options).run()
+        #expect(gets("auth2").allSatisfy { $0.value(forHeader: "Authorization") == "Bearer secret" })
+    }
+}

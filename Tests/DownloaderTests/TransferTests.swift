@@ -337,19 +337,6 @@ extension TransferTests {
         await #expect(throws: DownloadError.tooManyRedirects) { try await self.transfer("/loop/0").run() }
     }
 
-    @Test("Authorization is dropped when a redirect changes host, and kept on the same host")
-    func authorizationStripped() async throws {
-        let options = DownloadOptions(headers: ["Authorization": "Bearer secret"])
-        _ = try await transfer("/redirect-host/bytes/auth?size=100", options: options).run()
-        let first = server.requests.first { $0.path == "/redirect-host/bytes/auth" }
-        #expect(first?.value(forHeader: "Authorization") == "Bearer secret")
-        #expect(gets("auth").allSatisfy { $0.value(forHeader: "Authorization") == nil })
-        #expect(gets("auth").allSatisfy { $0.value(forHeader: "Host")?.hasPrefix("localhost") == true })
-
-        _ = try await transfer("/redirect/1/bytes/auth2?size=100", options: options).run()
-        #expect(gets("auth2").allSatisfy { $0.value(forHeader: "Authorization") == "Bearer secret" })
-    }
-
     @Test("HTTP errors fail with their status; 404 at once, 503 marked transient with Retry-After")
     func httpErrors() async throws {
         let notFound = await runTransfer(transfer("/status/404"))

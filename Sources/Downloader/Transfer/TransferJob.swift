@@ -1,24 +1,5 @@
 import Foundation
 
-/// One step of the disk work, in the order the network side asks for it.
-enum DiskCommand: Sendable {
-    /// Append bytes to the partial file (then hash them).
-    case write(Data)
-    /// Write bytes at an offset (a segment of a download fetched over several connections); they are hashed when
-    /// every byte before them is in the file (the watermark reaches them).
-    case writeAt(Data, offset: Int64)
-    /// Empty the partial file and the hash and forget the saved state: the next byte written is byte 0. The hash is
-    /// chosen for the new file (the caller's expectation, else the strongest of `announced`, else MD5).
-    case startOver(announced: [Checksum])
-    /// What later checkpoints save (and the total that progress reports); with `checkpointEvery`, a checkpoint is
-    /// saved each time that many more bytes are hashed (a whole body streamed in one request).
-    case describe(ResourceMetadata, checkpointEvery: Int64?)
-    /// Save the state with this metadata once everything before is written and hashed (also `describe`s it).
-    case checkpoint(ResourceMetadata)
-    /// Open the fence once everything before is written and hashed.
-    case fence(DiskFence)
-}
-
 /// The disk side of one transfer: the partial file's writer, the running hash and the saved state, fed by one ordered
 /// stream of `DiskCommand`s.
 ///
@@ -71,37 +52,6 @@ final class TransferJob: @unchecked Sendable {
     /// Syncs the partial file and then saves the state that counts its bytes, in order (see `saveCheckpoint`).
     let durable = DispatchQueue(label: "Downloader.TransferJob.durable")
 
-    /// What the network side and both stages share: the job's one lock-protected state.
-    struct Shared: Sendable {
-        /// The first write or checkpoint error. Commands after it are dropped (fences still open).
-        var failure: DownloadError?
-        /// Commands sent and not yet taken by the disk queue.
-        var commands: [DiskCommand] = []
-        /// Whether a drain of `commands` is scheduled on the disk queue.
-        var scheduled = false
-        /// Whether a drain is due shortly (`writeBatchDelay`) for writes that have not filled a batch yet.
-        var timerArmed = false
-        /// Bytes of the writes among `commands` and being written.
-        var unwritten: Int64 = 0
-        /// Bytes sent and not yet written and hashed (or handed over as a count): the memory the pipeline holds, and
-        /// the most there ever were.
-        var buffered: Int64 = 0
-        var peakBuffered: Int64 = 0
-        /// Bytes handed to the hasher in memory and not yet hashed.
-        var hashBacklog: Int64 = 0
-        /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls
-        /// behind the network (see `WindowSizing`).
-        var readBack: Int64 = 0
-        /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
-        var hashWork: [@Sendable () -> Void] = []
-        var hashScheduled = false
-
-        /// Counts `count` more bytes held in memory (fewer when negative).
-        mutating func changeBuffered(by count: Int64) {
-            buffered += count
-            peakBuffered = max(peakBuffered, buffered)
-        }
-    }
     let shared = Locked(Shared())
     /// Bytes the hasher had to read back from the file so far (any thread).
     var readBackBytes: Int64 { shared.withLock { $0.readBack } }
@@ -431,30 +381,5 @@ final class TransferJob: @unchecked Sendable {
         offset = 0
         files.removePartial()
         writer = FileWriter(descriptor: try files.openPartial(.create), fileURL: files.partialURL)
-    }
-
-    // MARK: - Before the first command, or drained
-
-    /// Continues from a partial file of `length` bytes whose first `length` bytes `hash` covers.
-    func resume(at length: Int64, hash: StreamingHash?) {
-        self.hash = hash
-        offset = length
-        hashedOffset = length
-    }
-
-    /// Closes the partial file's writers (the next write opens it again).
-    func closeFile() {
-        writer?.close()
-        writer = nil
-        positional?.close()
-        positional = nil
-    }
-
-    /// Closes the writers and deletes the partial file and its saved state: nothing of this download is kept.
-    func discardFiles() {
-        closeFile()
-        closeReader()
-        files.removePartial()
-        files.removeState()
     }
 }

@@ -1,0 +1,35 @@
+import Foundation
+
+extension TransferJob {
+    /// What the network side and both stages share: the job's one lock-protected state.
+    struct Shared: Sendable {
+        /// The first write or checkpoint error. Commands after it are dropped (fences still open).
+        var failure: DownloadError?
+        /// Commands sent and not yet taken by the disk queue.
+        var commands: [DiskCommand] = []
+        /// Whether a drain of `commands` is scheduled on the disk queue.
+        var scheduled = false
+        /// Whether a drain is due shortly (`writeBatchDelay`) for writes that have not filled a batch yet.
+        var timerArmed = false
+        /// Bytes of the writes among `commands` and being written.
+        var unwritten: Int64 = 0
+        /// Bytes sent and not yet written and hashed (or handed over as a count): the memory the pipeline holds, and
+        /// the most there ever were.
+        var buffered: Int64 = 0
+        var peakBuffered: Int64 = 0
+        /// Bytes handed to the hasher in memory and not yet hashed.
+        var hashBacklog: Int64 = 0
+        /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls
+        /// behind the network (see `WindowSizing`).
+        var readBack: Int64 = 0
+        /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
+        var hashWork: [@Sendable () -> Void] = []
+        var hashScheduled = false
+
+        /// Counts `count` more bytes held in memory (fewer when negative).
+        mutating func changeBuffered(by count: Int64) {
+            buffered += count
+            peakBuffered = max(peakBuffered, buffered)
+        }
+    }
+}
