@@ -87,10 +87,12 @@ extension IntegrityTests {
         await #expect(throws: DownloadError.checksumMismatch) {
             try await manager.download(url, options: DownloadOptions(checksum: wrong))
         }
-        // One whole window (the first download left a connection to reuse: no short first request), then one clean
-        // restart. Under ThreadSanitizer the reuse was once not predicted: then a short first request comes first.
-        let gets = server.requests.filter { $0.path == "/bytes/sha-wrong" && $0.method == "GET" }.count
-        #expect(gets == 2 || (runsUnderSanitizer && gets == 3), "\(gets) GETs")
+        // One attempt, then one clean restart: two GETs from byte 0. (Each is one whole window when the connection the
+        // first download left is predicted to be reusable, else a short first request and the rest: on a loaded
+        // machine the idle connection's prediction can lapse.)
+        let gets = server.requests.filter { $0.path == "/bytes/sha-wrong" && $0.method == "GET" }
+        #expect(gets.filter { ($0.rangeStart ?? 0) == 0 }.count == 2, "\(gets.map(\.range))")
+        #expect(gets.count <= 4, "\(gets.map(\.range))")
         await manager.shutdown()
     }
 

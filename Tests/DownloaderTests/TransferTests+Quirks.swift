@@ -47,10 +47,14 @@ extension TransferTests {
         let last = try #require(requests.last)
         #expect(last.value(forHeader: "If-Range")?.hasPrefix("\"") != true, "\(requests.map(\.headers))")
         #expect(requests.count <= 4 + size / (1 << 20) + 2, "no restart loop: \(requests.map(\.range))")
-        // What arrived before the flap was seen stays: the chaos run measured up to 1.9 times the file served when
-        // several connections restarted from byte 0 (a window and the continuity checks are the price).
+        // What arrived stays: only the windows whose response showed the other ETag are asked for again. On loopback
+        // the server has pushed such a response whole before its head is judged; the ETag alternates per GET, so at
+        // most half the windows in flight at once flap. (Restarting from byte 0, as d1ecfd3 did, served twice the
+        // file with four connections.)
         let served = server.statistics.bodyBytesSent
-        #expect(served <= Int64(size) + (1 << 20) + 8 * Int64(Transfer.continuityCheckLength), "\(served) served")
+        let window: Int64 = 1 << 20
+        let bound = Int64(size) + Int64(max(1, connections / 2)) * window + 8 * Int64(Transfer.continuityCheckLength)
+        #expect(served <= bound, "\(served) served: \(requests.map { $0.range ?? "-" })")
     }
 
     @Test("A changed file of another length still restarts (flapping is only the same length and date)")

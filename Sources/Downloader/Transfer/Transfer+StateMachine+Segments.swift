@@ -134,7 +134,11 @@ extension Transfer.StateMachine.Segments {
         guard self.outcome == nil else { return [] }
         self.outcome = outcome
         plan.stop()
-        if case .failed = outcome { return [] }
+        // After a failure, or another ETag for the same bytes, the windows in flight finish (their bytes are good).
+        switch outcome {
+        case .failed, .continueAlone: return []
+        default: break
+        }
         return busy.isEmpty ? [] : [.cancelRequests]
     }
 }
