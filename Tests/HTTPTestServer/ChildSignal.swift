@@ -9,7 +9,8 @@ import Foundation
 /// `kill` of its thread id signals. On Linux a pidfd, opened right after the child was started, names that process
 /// for good (`pidfd_open(2)`, `pidfd_send_signal(2)`); elsewhere, `kill` while the process still runs.
 public final class ChildSignal: @unchecked Sendable {
-    private let process: Process
+    private let pid: Int32
+    private let isRunning: @Sendable () -> Bool
     private let pidfd: Int32
 
     #if os(Linux)
@@ -20,10 +21,16 @@ public final class ChildSignal: @unchecked Sendable {
     #endif
 
     /// Call right after `process.run()`.
-    public init(_ process: Process) {
-        self.process = process
+    public convenience init(_ process: Process) {
+        self.init(pid: process.processIdentifier, isRunning: { process.isRunning })
+    }
+
+    /// Call right after the child with `pid` was started, before anything can reap it.
+    public init(pid: Int32, isRunning: @escaping @Sendable () -> Bool) {
+        self.pid = pid
+        self.isRunning = isRunning
         #if os(Linux)
-            pidfd = Self.open?(process.processIdentifier, 0) ?? -1
+            pidfd = Self.open?(pid, 0) ?? -1
         #else
             pidfd = -1
         #endif
@@ -41,7 +48,7 @@ public final class ChildSignal: @unchecked Sendable {
                 return
             }
         #endif
-        if process.isRunning { kill(process.processIdentifier, signal) }
+        if isRunning() { kill(pid, signal) }
     }
 }
 

@@ -33,43 +33,24 @@ final class DLProcess: @unchecked Sendable {
         BuiltProducts.url(name)
     }
 
-    private let process = Process()
-    private let output = Pipe()
-    private let errors = Pipe()
-    private let collected = Locked((stdout: Data(), stderr: Data()))
+    private let process: SpawnedProcess
 
     /// Starts `dl` (or another executable) with `arguments` in `directory`.
     init(
         _ arguments: [String], in directory: URL, executable: URL = DLProcess.binary,
         environment: [String: String]? = nil
     ) throws {
-        process.executableURL = executable
-        process.arguments = arguments
         // Tests hold a download mid-transfer with a server that pauses after some bytes; a whole first request would
         // be cut short there and go on without the pause (`FirstRequestBudget`), so dl runs with 16 KiB first
         // requests unless a test asks for the default (library tests cover the cut).
-        process.environment = ProcessInfo.processInfo.environment.merging(["DL_FIRST_REQUEST_CUT": "0"]) { $1 }
+        let environment = ProcessInfo.processInfo.environment.merging(["DL_FIRST_REQUEST_CUT": "0"]) { $1 }
             .merging(environment ?? [:]) { $1 }
-        process.currentDirectoryURL = directory
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        let collected = self.collected
-        output.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            collected.withLock { $0.stdout.append(data) }
-        }
-        errors.fileHandleForReading.readabilityHandler = { handle in
-            let data = handle.availableData
-            collected.withLock { $0.stderr.append(data) }
-        }
-        try process.run()
-        signaller = ChildSignal(process)
+        // Not Foundation's `Process`: its `run()` crashes the test runner now and then on Swift 6.3 (see there).
+        process = try SpawnedProcess(
+            executable: executable, arguments: arguments, environment: environment, directory: directory)
     }
 
-    private var signaller: ChildSignal?
-
-    var pid: Int32 { process.processIdentifier }
+    var pid: Int32 { process.pid }
 
     /// Whether the process has not exited yet (signal it only then: once reaped, its pid may be another process's).
     var isRunning: Bool { process.isRunning }
@@ -79,7 +60,7 @@ final class DLProcess: @unchecked Sendable {
     func waitForStderr(containing text: String, timeout: Duration = .seconds(20)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if collected.withLock({ String(decoding: $0.stderr, as: UTF8.self) }).contains(text) { return true }
+            if String(decoding: process.output.stderr, as: UTF8.self).contains(text) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return false
@@ -89,7 +70,7 @@ final class DLProcess: @unchecked Sendable {
     func waitForStdout(containing text: String, timeout: Duration = .seconds(60)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            if collected.withLock({ String(decoding: $0.stdout, as: UTF8.self) }).contains(text) { return true }
+            if String(decoding: process.output.stdout, as: UTF8.self).contains(text) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
         return false
@@ -99,7 +80,7 @@ final class DLProcess: @unchecked Sendable {
     func waitForStdout(lines count: Int, timeout: Duration = .seconds(60)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
         while ContinuousClock.now < deadline {
-            let printed = collected.withLock { $0.stdout.filter { $0 == UInt8(ascii: "\n") }.count }
+            let printed = process.output.stdout.filter { $0 == UInt8(ascii: "\n") }.count
             if printed >= count { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
@@ -109,7 +90,7 @@ final class DLProcess: @unchecked Sendable {
     /// Sends `signal` if the process has not exited: once it is reaped, its pid may be another process's, even a
     /// thread of the test runner's (a `kill` of a thread id signals its whole process).
     func send(_ signal: Int32) {
-        signaller?.send(signal)
+        process.send(signal)
     }
 
     /// Sends `signal` from the server's own thread the moment `condition` holds for its statistics, so that no
@@ -130,15 +111,8 @@ final class DLProcess: @unchecked Sendable {
     /// Waits for the process to end (on a thread of its own) and returns what it printed.
     func wait() async -> Outcome {
         let process = self.process
-        await RawHTTPClient.onThread { process.waitUntilExit() }
-        output.fileHandleForReading.readabilityHandler = nil
-        errors.fileHandleForReading.readabilityHandler = nil
-        let rest = (
-            output.fileHandleForReading.readDataToEndOfFile(), errors.fileHandleForReading.readDataToEndOfFile()
-        )
-        let (out, err) = collected.withLock { ($0.stdout + rest.0, $0.stderr + rest.1) }
-        let status =
-            process.terminationReason == .uncaughtSignal ? 128 + process.terminationStatus : process.terminationStatus
+        let status = await RawHTTPClient.onThread { process.waitUntilExit() }
+        let (out, err) = process.output
         return Outcome(
             status: status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
             stdoutData: out)
