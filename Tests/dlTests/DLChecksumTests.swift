@@ -22,15 +22,11 @@ final class DLChecksumTests: Sendable {
         for (name, size) in names {
             try TestContent(name: name, size: size).data.write(to: source.appendingPathComponent(name))
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments + names.keys.sorted()
-        process.currentDirectoryURL = source
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        try process.run()
-        let output = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let process = try SpawnedProcess(
+            executable: URL(fileURLWithPath: tool), arguments: arguments + names.keys.sorted(),
+            environment: ProcessInfo.processInfo.environment, directory: source)
+        _ = process.waitUntilExit()
+        let output = process.output.stdout
         let list = work.appendingPathComponent(
             "\(URL(fileURLWithPath: tool).lastPathComponent)-\(UUID().uuidString).txt")
         try output.write(to: list)

@@ -76,8 +76,6 @@ struct RedirectChain: Sendable {
 
     /// Whether two URLs share scheme, host and port (the default port counts as that port).
     static func isSameOrigin(_ a: URL, _ b: URL) -> Bool {
-        func port(_ url: URL) -> Int? { url.port ?? (url.scheme?.lowercased() == "https" ? 443 : 80) }
-        return a.scheme?.lowercased() == b.scheme?.lowercased() && a.host?.lowercased() == b.host?.lowercased()
-            && port(a) == port(b)
+        a.origin == b.origin
     }
 }

@@ -47,6 +47,13 @@ extension URL {
         return URL(string: String(text[..<schemeEnd.upperBound]) + String(text[text.index(after: at)...])) ?? self
     }
 
+    /// `scheme://host:port`, lower-cased, the default port written out: what connections, credentials and origin-bound
+    /// headers are kept by.
+    var origin: String {
+        let scheme = scheme?.lowercased() ?? ""
+        return "\(scheme)://\(host?.lowercased() ?? ""):\(port ?? (scheme == "https" ? 443 : 80))"
+    }
+
     /// Whether the URL carries a user or a password.
     var hasCredentials: Bool { withoutCredentials != self }
 

@@ -18,4 +18,12 @@ extension FileManager {
         guard stat(url.path, &info) == 0 else { return nil }
         return Int64(info.st_size)
     }
+
+    /// The bytes an unprivileged process may still write on the file system of `url` (`statvfs(3)`'s `f_bavail`),
+    /// or `nil` when it cannot be asked.
+    func freeSpace(at url: URL) -> Int64? {
+        var info = statvfs()
+        guard statvfs(url.path, &info) == 0 else { return nil }
+        return Int64(info.f_bavail) * Int64(info.f_frsize)
+    }
 }

@@ -22,7 +22,7 @@ extension SessionBridge {
     func authorizingIfKnown(_ request: URLRequest) -> URLRequest {
         guard !configuration.credentials.isEmpty, request.value(forHTTPHeaderField: "Authorization") == nil,
             let url = request.url, !url.hasCredentials, let credential = configuration.credentials.credential(for: url),
-            authentication.withLock({ $0.challengedOrigins.contains(Self.origin(of: url)) })
+            authentication.withLock({ $0.challengedOrigins.contains(url.origin) })
         else { return request }
         var request = request
         request.setValue(credential.basicAuthorization, forHTTPHeaderField: "Authorization")
@@ -38,7 +38,7 @@ extension SessionBridge {
         else { return false }
         authentication.withLock { state in
             state.pending[id] = url
-            state.challengedOrigins.insert(Self.origin(of: url))
+            state.challengedOrigins.insert(url.origin)
         }
         return true
     }
@@ -57,14 +57,5 @@ extension SessionBridge {
         }
         request.setValue(credential.basicAuthorization, forHTTPHeaderField: "Authorization")
         return request
-    }
-}
-
-extension SessionBridge {
-    /// `scheme://host:port`: what connections and credentials are kept by.
-    static func origin(of url: URL) -> String {
-        let scheme = url.scheme?.lowercased() ?? ""
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
-        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
     }
 }

@@ -126,7 +126,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                     guard !state.invalidated else { return false }
                     // Every request takes an idle connection if there is one; `complete` gives it back.
                     _ = state.warm.take(
-                        origin: Self.origin(of: request.url!), now: DispatchTime.now().uptimeNanoseconds)
+                        origin: request.url!.origin, now: DispatchTime.now().uptimeNanoseconds)
                     state.entries[id] = Entry(
                         task: task, sink: sink, originalURL: request.url!, continuation: continuation,
                         lastActivity: DispatchTime.now().uptimeNanoseconds,
@@ -161,7 +161,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// Whether a new request to `url`'s origin would probably reuse an idle connection (see `WarmConnections`).
     func hasWarmConnection(to url: URL) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
-        return state.withLock { $0.warm.hasIdle(origin: Self.origin(of: url), now: now) }
+        return state.withLock { $0.warm.hasIdle(origin: url.origin, now: now) }
     }
 
     /// Closes a request from any thread: late events are dropped from now on and the task is cancelled on the
@@ -309,7 +309,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         if case .finished = end, pendingEnd == nil, error == nil { reusable = true }
         let now = DispatchTime.now().uptimeNanoseconds
         // Also publishes the sink's last writes to the caller (see `perform`).
-        state.withLock { $0.warm.requestEnded(origin: Self.origin(of: url), reusable: reusable, now: now) }
+        state.withLock { $0.warm.requestEnded(origin: url.origin, reusable: reusable, now: now) }
         continuation?.resume(returning: end)
     }
 

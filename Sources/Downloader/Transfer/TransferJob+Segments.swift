@@ -85,35 +85,3 @@ extension TransferJob {
         segmented = true
     }
 }
-
-extension TransferJob {
-    /// Fails the job at once when the partial file's file system has less room than the bytes still to come (disk
-    /// queue, when the length is first known): a clear error before the download, not `ENOSPC` at its end. Bytes
-    /// already on disk (the watermark and the segments after it) are not counted again.
-    func checkFreeSpace(total: Int64?) {
-        guard !checkedFreeSpace, let total, failure == nil else { return }
-        checkedFreeSpace = true
-        let present = offset + beyond.reduce(0) { $0 + Int64($1.count) }
-        let needed = total - present
-        guard needed > 0, let free = FileManager.default.freeSpace(at: files.partialURL.deletingLastPathComponent())
-        else { return }
-        guard free < needed else { return }
-        let format = ByteCountFormatter()
-        format.countStyle = .binary
-        fail(
-            .fileSystem(
-                url,
-                reason: "not enough free space: \(format.string(fromByteCount: needed)) still to come, "
-                    + "\(format.string(fromByteCount: free)) free on the disk of \(files.partialURL.path)"))
-    }
-}
-
-extension FileManager {
-    /// The bytes an unprivileged process may still write on the file system of `url` (`statvfs(3)`'s `f_bavail`),
-    /// or `nil` when it cannot be asked.
-    func freeSpace(at url: URL) -> Int64? {
-        var info = statvfs()
-        guard statvfs(url.path, &info) == 0 else { return nil }
-        return Int64(info.f_bavail) * Int64(info.f_frsize)
-    }
-}
