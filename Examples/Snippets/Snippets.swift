@@ -78,6 +78,23 @@ public enum Snippets {
         return manager
     }
 
+    /// README, "Lists of any length": a batch made as it goes, outcomes as downloads end, memory bounded.
+    public static func lists(manager: DownloadManager, base: URL, count: Int) async -> (done: Int, failed: Int) {
+        // README: lists (manager, base, count)
+        // Made as the batch asks for them: a million requests cost the memory of a few thousand.
+        let requests = (0..<count).lazy.map { DownloadRequest(base.appendingPathComponent("shard-\($0).tar")) }
+        var done = 0
+        var failed: [DownloadError] = []
+        for await outcome in manager.download(requests) {  // at most 1,000 read and not yet delivered
+            switch outcome.result {
+            case .success: done += 1  // the file stays where it is; the manager forgets the download
+            case .failure(let error): failed.append(error)  // stays known: resume(_:) or the next run continues it
+            }
+        }
+        // README: end
+        return (done, failed.count)
+    }
+
     /// Getting started (DocC), "Callbacks": progress and completion closures, and the controls.
     public static func callbacks(manager: DownloadManager, url: URL) async {
         // README: callbacks (manager, url)

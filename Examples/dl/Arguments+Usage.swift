@@ -21,7 +21,10 @@ extension Arguments {
           -i, --input-file FILE      read URLs from FILE (- for stdin): one file per line — its URL, then mirrors
                                      of the same file after tabs — each optionally followed by indented option
                                      lines, as aria2 writes them: out=NAME, dir=DIR, checksum=ALG=HEX,
-                                     header=Name: value
+                                     header=Name: value. Read as the downloads go (a list of millions, or
+                                     generate-urls | dl -i -, costs the memory of a few thousand); a URL listed
+                                     twice is fetched once and its file checked again with a HEAD; a bad line
+                                     stops the reading (the downloads taken finish) and exits 2 naming it
 
         Download:
           -P, -d, --dir DIR          where files and download state live (default: the current directory);
@@ -34,7 +37,7 @@ extension Arguments {
                                      bytes already written must be discarded
           -c, --continue             accepted for habit's sake: resuming is always on
           -j, --max-active N         downloads at once (default 4); --max-concurrent-downloads too
-              --lifo                 start the most recently listed waiting URL first
+              --lifo                 start the most recently listed waiting URL first (among the next 1,000)
               --naming MODE          suggested (the server's or the URL's name, default) or md5 (md5 of the URL)
           -H, --header 'N: v'        an extra request header (repeatable)
           -U, --user-agent TEXT      the User-Agent header (default dl/VERSION)
@@ -73,6 +76,8 @@ extension Arguments {
               --on-complete CMD      after each verified file, run sh -c 'CMD "$1"' with the file's path as $1 and
                                      DL_PATH, DL_URL, DL_CHECKSUM in the environment (one at a time, while the
                                      downloads go on); a failure is reported, not fatal; --on-download-complete too
+              --result-log FILE      append one JSON line per URL as it ends: url, path, size, digest, status (ok
+                                     or failed), error, time; each line written whole (safe to read while dl runs)
               --list                 print the downloads known in DIR and exit
 
         Environment:

@@ -26,7 +26,8 @@ struct Arguments {
     var output: String?
     /// `-o`: the one URL's file name inside DIR.
     var outputName: String?
-    var inputFile: InputFile?
+    /// `-i`: the input file, read as the downloads need it (`nil` when it held one URL, which is then in `requests`).
+    var input: InputFeed?
     var maximumActive = 4
     var lifo = false
     var md5: String?
@@ -43,6 +44,8 @@ struct Arguments {
     /// `--netrc-file`: the `.netrc` to read (default `~/.netrc`); `--no-netrc`: none.
     var netrcFile: String?
     var readsNetrc = true
+    /// `--result-log`: a JSON Lines file of every URL's outcome (`ResultLog`).
+    var resultLog: String?
     /// `--on-complete`: a command run for each verified file (`CompletionHook`).
     var onComplete: String?
     /// The login of each URL's host (mirrors too), from `--user`/`--password`, else `.netrc`.
@@ -63,7 +66,7 @@ struct Arguments {
     var showVersion = false
     var requests: [Request] = []
 
-    /// The URLs in the order given (command line first, then the input file), without repeats.
+    /// The command line's URLs in the order given, without repeats (the input file's come from `input`).
     var urls: [URL] { requests.map(\.url) }
 
     /// Parses `dl`'s arguments (without the program name).
@@ -123,7 +126,7 @@ struct Arguments {
                 }
                 result.outputName = name
             case "--input-file", "-i":
-                result.inputFile = try InputFile(parsing: readText(try value(for: flag, inline: inline), for: flag))
+                result.input = try InputFeed(path: try value(for: flag, inline: inline), for: flag)
             case "--continue", "-c":
                 break  // resuming is always on
             case "--max-active", "-j", "--max-concurrent-downloads":
@@ -161,6 +164,8 @@ struct Arguments {
                 result.netrcFile = try value(for: flag, inline: inline)
             case "--no-netrc":
                 result.readsNetrc = false
+            case "--result-log":
+                result.resultLog = try value(for: flag, inline: inline)
             case "--on-complete", "--on-download-complete":
                 result.onComplete = try value(for: flag, inline: inline)
             case "--user-agent", "-U":
@@ -227,7 +232,7 @@ struct Arguments {
 
         if result.help || result.showVersion { return result }
         if result.list {
-            guard texts.isEmpty, result.inputFile == nil else { throw UsageError(message: "--list takes no URLs") }
+            guard texts.isEmpty, result.input == nil else { throw UsageError(message: "--list takes no URLs") }
             return result
         }
         try result.collectRequests(texts)
@@ -236,35 +241,49 @@ struct Arguments {
         return result
     }
 
-    /// The command line's URLs, then the input file's, each once.
+    /// The command line's URLs, each once; then the input file's first entries: a file of one URL joins them (so that
+    /// `-o` and `--checksum` apply to it), a longer one is read as the downloads go (`input`).
     private mutating func collectRequests(_ texts: [String]) throws(UsageError) {
         var seen = Set<URL>()
-        func url(_ text: String, at place: String) throws(UsageError) -> URL {
-            do {
-                return try URL.download(text)
-            } catch {
-                throw UsageError(message: "\(place)\(text): \(error.reason)")
-            }
-        }
         for text in texts {
-            let parsed = try url(text, at: "")
+            let parsed = try Self.url(text, at: "")
             if seen.insert(parsed).inserted { requests.append(Request(url: parsed)) }
         }
-        for entry in inputFile?.entries ?? [] {
-            let parsed = try url(entry.text, at: "input file line \(entry.line): ")
-            guard seen.insert(parsed).inserted else { continue }
-            var request = Request(url: parsed, checksum: entry.checksum, headers: entry.headers)
-            for mirror in entry.mirrors {
-                request.mirrors.append(try url(mirror, at: "input file line \(entry.line): "))
+        if let input, case (let entry, let more) = try input.first(), !more {
+            if let entry {
+                let request = try Self.request(for: entry)
+                if seen.insert(request.url).inserted { requests.append(request) }
             }
-            if entry.output != nil || entry.directory != nil {
-                let name = entry.output ?? Self.fileName(of: parsed)
-                request.destination = (entry.directory, name)
-            }
-            requests.append(request)
+            self.input = nil
         }
-        guard !requests.isEmpty else { throw UsageError(message: "no URL given") }
+        guard !requests.isEmpty || input != nil else { throw UsageError(message: "no URL given") }
     }
+
+    /// A URL given as text. - Throws: `UsageError` prefixed with `place` for a URL that cannot be downloaded.
+    static func url(_ text: String, at place: String) throws(UsageError) -> URL {
+        do {
+            return try URL.download(text)
+        } catch {
+            throw UsageError(message: "\(place)\(text): \(error.reason)")
+        }
+    }
+
+    /// The request of one input file entry. - Throws: `UsageError` naming its line for a bad URL.
+    static func request(for entry: InputFile.Entry) throws(UsageError) -> Request {
+        let parsed = try url(entry.text, at: "input file line \(entry.line): ")
+        var request = Request(url: parsed, checksum: entry.checksum, headers: entry.headers)
+        for mirror in entry.mirrors {
+            request.mirrors.append(try url(mirror, at: "input file line \(entry.line): "))
+        }
+        if entry.output != nil || entry.directory != nil {
+            let name = entry.output ?? fileName(of: parsed)
+            request.destination = (entry.directory, name)
+        }
+        return request
+    }
+
+    /// How many URLs the run has, as far as the single-URL rules need to know: 2 stands for "more than one".
+    private var urlCount: Int { requests.count + (input == nil ? 0 : 2) }
 
     /// Flags that are given together but cannot apply.
     private mutating func checkConsistency() throws(UsageError) {
@@ -277,31 +296,35 @@ struct Arguments {
         if checksum != nil && !computesMD5 {
             throw UsageError(message: "a checksum to verify and --no-md5 contradict each other")
         }
-        if checksum != nil && requests.count != 1 {
-            throw UsageError(message: "--checksum and --md5 apply to a single URL, but \(requests.count) were given")
+        if checksum != nil && urlCount != 1 {
+            throw UsageError(message: "--checksum and --md5 apply to a single URL, but more were given")
         }
         if let outputName {
             guard output == nil else { throw UsageError(message: "-o and -O: give one") }
-            guard requests.count == 1 else {
-                throw UsageError(message: "-o/--out applies to a single URL, but \(requests.count) were given")
+            guard urlCount == 1 else {
+                throw UsageError(message: "-o/--out applies to a single URL, but more were given")
             }
             requests[0].destination = (nil, outputName)
         }
         if let output {
-            guard requests.count == 1 else {
-                throw UsageError(message: "-O/--output applies to a single URL, but \(requests.count) were given")
+            guard urlCount == 1 else {
+                throw UsageError(message: "-O/--output applies to a single URL, but more were given")
             }
             if output == "-" { return }  // stdout: no file, no state (see `StreamOutput`)
             let file = URL(fileURLWithPath: output)
             requests[0].destination = (file.deletingLastPathComponent().path, file.lastPathComponent)
         }
         if let list = checksumFile, !checksumOptional {
-            for request in requests where request.checksum == nil && list.checksum(for: request.url) == nil {
-                throw UsageError(
-                    message:
-                        "no checksum for \(request.url.lastPathComponent) in the --checksum-file (--checksum-optional allows that)"
-                )
-            }
+            for request in requests { try Self.requireChecksum(of: request, in: list) }
         }
+    }
+
+    /// `--checksum-file` without `--checksum-optional`: every URL needs its checksum.
+    static func requireChecksum(of request: Request, in list: ChecksumFile) throws(UsageError) {
+        guard request.checksum == nil && list.checksum(for: request.url) == nil else { return }
+        throw UsageError(
+            message:
+                "no checksum for \(request.url.lastPathComponent) in the --checksum-file (--checksum-optional allows that)"
+        )
     }
 }

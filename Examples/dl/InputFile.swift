@@ -4,9 +4,12 @@ import Foundation
 /// A list of URLs in aria2's `--input-file` format: one file per line — its URL, then other URLs of the same file
 /// (mirrors), separated by tabs — each optionally followed by indented option lines (`out=NAME`, `dir=DIR`,
 /// `checksum=ALG=HEX`, `header=Name: value`). Empty lines and lines starting with `#` are skipped.
-struct InputFile {
+///
+/// Read a line at a time (`Parser`): an entry is complete when the next URL line or the end arrives, so a list of any
+/// length costs the memory of one entry.
+enum InputFile {
     /// One URL and its own options.
-    struct Entry {
+    struct Entry: Sendable {
         var text: String
         /// The other URLs of the same file, as given after tabs.
         var mirrors: [String] = []
@@ -19,27 +22,42 @@ struct InputFile {
         var headers: [String: String] = [:]
     }
 
-    let entries: [Entry]
+    /// Turns lines into entries, one line at a time.
+    struct Parser {
+        private var pending: Entry?
+        private var number = 0
 
-    /// Parses an input file.
-    /// - Parameter text: the file's content.
-    /// - Throws: `UsageError` naming the first line that cannot be read.
-    init(parsing text: String) throws(UsageError) {
-        var entries: [Entry] = []
-        for (index, rawLine) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let number = index + 1
+        /// Takes the next line (without its newline).
+        /// - Returns: the entry the line completes (the previous URL's, when the line starts a new one).
+        /// - Throws: `UsageError` naming the line when it cannot be read.
+        mutating func take(_ rawLine: Substring) throws(UsageError) -> Entry? {
+            number += 1
             let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
             let trimmed = line.trimmingCharacters(in: .whitespaces)
-            if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
+            if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
             guard line.first == " " || line.first == "\t" else {
                 let fields = trimmed.split(separator: "\t").map { $0.trimmingCharacters(in: .whitespaces) }
                     .filter { !$0.isEmpty }
-                entries.append(Entry(text: fields[0], mirrors: Array(fields.dropFirst()), line: number))
-                continue
+                defer { pending = Entry(text: fields[0], mirrors: Array(fields.dropFirst()), line: number) }
+                return pending
             }
-            guard !entries.isEmpty else {
+            guard pending != nil else {
                 throw UsageError(message: "input file line \(number): an option line before any URL")
             }
+            try option(trimmed)
+            return nil
+        }
+
+        /// Whether a URL line was read whose entry is not complete yet.
+        var hasPending: Bool { pending != nil }
+
+        /// The last entry, at the end of the list.
+        mutating func finish() -> Entry? {
+            defer { pending = nil }
+            return pending
+        }
+
+        private mutating func option(_ trimmed: String) throws(UsageError) {
             guard let equals = trimmed.firstIndex(of: "=") else {
                 throw UsageError(message: "input file line \(number): \"\(trimmed)\" is not NAME=VALUE")
             }
@@ -52,23 +70,22 @@ struct InputFile {
                 guard !value.hasPrefix("/"), !components.contains(".."), !components.isEmpty else {
                     throw UsageError(message: "input file line \(number): out= must be a name inside the folder")
                 }
-                entries[entries.count - 1].output = value
+                pending?.output = value
             case "dir":
-                entries[entries.count - 1].directory = value
+                pending?.directory = value
             case "checksum":
                 do {
-                    entries[entries.count - 1].checksum = try Checksum(parsing: value)
+                    pending?.checksum = try Checksum(parsing: value)
                 } catch {
                     throw UsageError(message: "input file line \(number): checksum: \(error.reason)")
                 }
             case "header":
                 let (headerName, headerValue) = try Arguments.header(value, context: "input file line \(number)")
-                entries[entries.count - 1].headers[headerName] = headerValue
+                pending?.headers[headerName] = headerValue
             default:
                 throw UsageError(
                     message: "input file line \(number): unknown option \(name)= (out, dir, checksum, header)")
             }
         }
-        self.entries = entries
     }
 }

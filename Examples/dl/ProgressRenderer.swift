@@ -19,7 +19,9 @@ final class ProgressRenderer: @unchecked Sendable {
     private struct Line {
         var name: String
         var receipt: DownloadReceipt
-        var lastPlainReport: Date = .distantPast
+        /// When it started: a row is drawn from `Screen.rowDelay` on, a plain progress line every 5 s after it.
+        var started: Date
+        var lastPlainReport: Date
     }
 
     private let mode: Mode
@@ -35,8 +37,8 @@ final class ProgressRenderer: @unchecked Sendable {
     private var drawnLines = 0
     private var lastDraw = Date.distantPast
     private let started: Date
-    private var completedFiles = 0
-    private var completedBytes: Int64 = 0
+    /// Done, failed, listed: the batch line's figures (and the final summary's).
+    private var figures = Screen.BatchFigures()
     private var resize: DispatchSourceSignal?
 
     /// Creates a renderer.
@@ -87,13 +89,15 @@ final class ProgressRenderer: @unchecked Sendable {
             switch receipt.state {
             case .downloading:
                 if lines[receipt.url] == nil { order.append(receipt.url) }
-                lines[receipt.url] = Line(name: Screen.displayName(receipt.url), receipt: receipt)
-                if mode == .plain { message("dl: \(Screen.displayName(receipt.url)): downloading") }
+                let moment = now()
+                lines[receipt.url] = Line(
+                    name: Screen.displayName(receipt.url), receipt: receipt,
+                    started: lines[receipt.url]?.started ?? moment, lastPlainReport: moment)
             case .completed, .failed, .suspended, .idle, .queued:
                 if lines.removeValue(forKey: receipt.url) != nil { order.removeAll { $0 == receipt.url } }
                 if receipt.state == .completed {
-                    completedFiles += 1
-                    completedBytes += receipt.totalBytesWritten
+                    figures.done += 1
+                    figures.bytes += receipt.totalBytesWritten
                     // What was checked, per file: a checksum compared, one computed only, or the length only.
                     message(
                         Screen.doneLine(
@@ -144,6 +148,23 @@ final class ProgressRenderer: @unchecked Sendable {
         }
     }
 
+    /// How many URLs the run has read so far, and whether that is all of them (the batch line's total).
+    func listed(_ count: Int, ended: Bool) {
+        locked { renderer in
+            renderer.figures.listed = count
+            renderer.figures.listEnded = ended
+        }
+    }
+
+    /// Prints why a URL failed and counts it.
+    func printFailure(_ text: String) {
+        locked {
+            $0.figures.failed += 1
+            $0.message(text, important: true)
+            $0.redraw(force: true)
+        }
+    }
+
     /// Prints a message on stderr (errors are printed even when quiet).
     func printError(_ text: String) {
         locked {
@@ -180,8 +201,7 @@ final class ProgressRenderer: @unchecked Sendable {
             let seconds = renderer.now().timeIntervalSince(renderer.started)
             renderer.message(
                 Screen.finalSummary(
-                    files: renderer.completedFiles, bytes: renderer.completedBytes, seconds: seconds,
-                    failures: failures))
+                    files: renderer.figures.done, bytes: renderer.figures.bytes, seconds: seconds, failures: failures))
         }
     }
 
@@ -201,17 +221,33 @@ final class ProgressRenderer: @unchecked Sendable {
         guard force || moment.timeIntervalSince(lastDraw) >= 0.2 else { return }
         lastDraw = moment
         let columns = width()
-        let shown = order.compactMap { lines[$0] }
-        let names = Screen.uniqueNames(shown.map(\.name), limit: Screen.nameWidth(for: columns))
-        var text = drawnLines > 0 ? "\u{1B}[\(drawnLines)A" : ""
-        for (line, name) in zip(shown, names) {
-            text += "\u{1B}[2K\r" + Screen.line(name: name, receipt: line.receipt, width: columns) + "\n"
+        var rows = self.rows(at: moment, width: columns)
+        if figures.listed > 1 || !figures.listEnded {
+            figures.seconds = moment.timeIntervalSince(started)
+            rows.append(Screen.batchLine(figures, width: columns))
         }
-        for _ in shown.count..<max(shown.count, drawnLines) { text += "\u{1B}[2K\n" }
-        let extra = max(0, drawnLines - shown.count)
+        var text = drawnLines > 0 ? "\u{1B}[\(drawnLines)A" : ""
+        for row in rows { text += "\u{1B}[2K\r" + row + "\n" }
+        for _ in rows.count..<max(rows.count, drawnLines) { text += "\u{1B}[2K\n" }
+        let extra = max(0, drawnLines - rows.count)
         if extra > 0 { text += "\u{1B}[\(extra)A" }
-        drawnLines = shown.count
+        drawnLines = rows.count
         writeError(text)
+    }
+
+    /// The live rows: downloads running for `Screen.rowDelay` or longer, the earliest first, at most
+    /// `Screen.maximumRows`, then how many more run.
+    private func rows(at moment: Date, width columns: Int) -> [String] {
+        let running = order.compactMap { lines[$0] }
+            .filter { moment.timeIntervalSince($0.started) >= Screen.rowDelay }
+        let shown = running.prefix(Screen.maximumRows)
+        let names = Screen.uniqueNames(shown.map(\.name), limit: Screen.nameWidth(for: columns))
+        var rows = zip(shown, names).map { line, name in Screen.line(name: name, receipt: line.receipt, width: columns)
+        }
+        if running.count > shown.count {
+            rows.append(String("… and \(running.count - shown.count) more".prefix(max(1, columns - 1))))
+        }
+        return rows
     }
 
     private func clearBars() {

@@ -8,18 +8,6 @@ import Foundation
     import Darwin
 #endif
 
-/// How one URL ended. A plain struct: a task group of `(URL, Result<DownloadReceipt, any Error>)` tuples
-/// crashed in release builds on Swift 6.3.1 (the child's result arrived corrupted in the group).
-struct Outcome: Sendable {
-    let url: URL
-    /// The verified file, on success.
-    let path: String?
-    /// Why it failed, otherwise.
-    let reason: String?
-    /// Its digest (`sha-256=…`), when hashed.
-    var checksum: String? = nil
-}
-
 /// `dl --list`: what DIR's state records, read without the lock (a download another `dl` runs shows as
 /// downloading) and without changing anything.
 /// - Returns: 0.
@@ -120,6 +108,13 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         Console.error(Screen.safe("dl: warning: \(recovery.reason)") + "\n")
     }
 
+    let resultLog: ResultLog?
+    do {
+        resultLog = try arguments.resultLog.map { path throws(UsageError) in try ResultLog(path: path) }
+    } catch {
+        Console.error(Screen.safe("dl: \(error.message)") + "\n")
+        return 2
+    }
     let renderer = ProgressRenderer(
         mode: arguments.quiet ? .quiet : (isatty(STDERR_FILENO) == 1 ? .terminal : .plain))
     // Ctrl-C, SIGTERM and SIGHUP: suspend everything, save the state, then exit 130 / 143 / 129. A second signal exits
@@ -133,45 +128,52 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         for await event in stream { renderer.handle(event) }
     }
 
-    var options: [URL: DownloadOptions] = [:]
-    for request in arguments.requests {
-        options[request.url] = downloadOptions(request, arguments, in: directory)
+    // The command line's URLs in their order, then the input file's as the batch asks for them.
+    let commandLine = arguments.requests.map { request in
+        DownloadRequest(request.url, options: downloadOptions(request, arguments, in: directory))
     }
-    for url in arguments.urls { await manager.enqueue(url, options: options[url]!) }  // in command-line order
-    let plan = options
-    let urls = arguments.urls
+    let listed = arguments.input.map { input in
+        let settings = arguments
+        return input.requests { entry throws(UsageError) in
+            let request = try Arguments.request(for: entry)
+            if let list = settings.checksumFile, !settings.checksumOptional {
+                try Arguments.requireChecksum(of: request, in: list)
+            }
+            return DownloadRequest(request.url, options: downloadOptions(request, settings, in: directory))
+        }
+    }
     let hook = arguments.onComplete.map { command in
         CompletionHook(command: command) { message in renderer.printError(message) }
     }
-    let failures = await withTaskGroup(of: Outcome.self, returning: Int.self) { group in
-        for url in urls {
-            group.addTask {
-                do {
-                    let receipt = try await manager.download(url, options: plan[url]!)
-                    return Outcome(
-                        url: url, path: receipt.fileURL.path, reason: nil, checksum: receipt.checksum?.description)
-                } catch {
-                    return Outcome(url: url, path: nil, reason: (error as? DownloadError)?.reason ?? "\(error)")
-                }
-            }
+    var failures = 0
+    // Without an input file every URL is known at once: the batch line shows the total from the start.
+    renderer.listed(commandLine.count, ended: listed == nil)
+    let requests = ListedRequests(first: commandLine, then: listed) { count, ended in
+        renderer.listed(count, ended: ended)
+    }
+    for await outcome in manager.download(requests) {
+        let url = outcome.request.url
+        switch outcome.result {
+        case .success(let receipt):
+            renderer.printResult(receipt.fileURL.path)
+            resultLog?.record(url: url, receipt: receipt)
+            await hook?.run(path: receipt.fileURL.path, url: url, checksum: receipt.checksum?.description)
+        case .failure(let error):
+            guard !signals.isStopping else { continue }
+            failures += 1
+            resultLog?.record(url: url, error: error)
+            renderer.printFailure("dl: \(url.redactedAbsoluteString): \(error.reason)")
         }
-        var failures = 0
-        for await outcome in group {
-            if let path = outcome.path {
-                renderer.printResult(path)
-                await hook?.run(path: path, url: outcome.url, checksum: outcome.checksum)
-            } else if !signals.isStopping {
-                failures += 1
-                renderer.printError("dl: \(outcome.url.redactedAbsoluteString): \(outcome.reason ?? "failed")")
-            }
-        }
-        return failures
     }
     if signals.isStopping { await signals.waitForever() }
     await hook?.finish()
     await manager.shutdown()
     await events.value  // shutdown ends the stream once every event is delivered
     renderer.finish(failures: failures)
+    if let bad = arguments.input?.failure.withLock({ $0 }) {
+        Console.error(Screen.safe("dl: \(bad.message)") + " (the URLs after it were not read)\n")
+        return 2
+    }
     return failures > 0 ? 1 : 0
 }
 

@@ -152,6 +152,12 @@ public final class HTTPTestServer: Sendable {
         }
     }
 
+    /// Opens gate `name` (`gate=name`) at once, however many requests have arrived at it: a test holds responses
+    /// with a gate that never fills (`gateSize=1000`) and lets them go when it has checked what it wanted.
+    public func openGate(_ name: String) {
+        gates.open(name)
+    }
+
     /// Stops accepting, closes every connection and waits (up to 10 s) for the server's threads to end. Idempotent.
     public func stop() {
         // Shut connections down under the lock: their threads close them under the same lock, so a descriptor

@@ -18,19 +18,32 @@ public final class SpawnedProcess: @unchecked Sendable {
     private let readersDone = DispatchGroup()
     private var signaller: ChildSignal?
     public private(set) var pid: Int32 = 0
+    /// The write end of its stdin, when it was started with `inputPipe`; -1 once closed.
+    private let input = Locked<Int32>(-1)
 
     /// Starts `executable` with `arguments`, `environment` (the whole environment) in `directory`.
+    /// - Parameter inputPipe: its stdin is a pipe that `writeInput(_:)` feeds and `closeInput()` ends, instead of
+    ///   `/dev/null`.
     /// - Throws: a POSIX error when it cannot be started.
-    public init(executable: URL, arguments: [String], environment: [String: String], directory: URL) throws {
+    public init(
+        executable: URL, arguments: [String], environment: [String: String], directory: URL, inputPipe: Bool = false
+    ) throws {
         #if os(Linux)
             var out: [Int32] = [-1, -1]
             var err: [Int32] = [-1, -1]
-            guard pipe(&out) == 0, pipe(&err) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
-            for fd in out + err { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+            var inp: [Int32] = [-1, -1]
+            guard pipe(&out) == 0, pipe(&err) == 0, !inputPipe || pipe(&inp) == 0 else {
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            }
+            for fd in out + err + inp where fd >= 0 { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
             var actions = posix_spawn_file_actions_t()
             posix_spawn_file_actions_init(&actions)
             defer { posix_spawn_file_actions_destroy(&actions) }
-            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            if inputPipe {
+                posix_spawn_file_actions_adddup2(&actions, inp[0], 0)
+            } else {
+                posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            }
             posix_spawn_file_actions_adddup2(&actions, out[1], 1)
             posix_spawn_file_actions_adddup2(&actions, err[1], 2)
             guard let changeDirectory = Self.changeDirectory else { throw POSIXError(.ENOSYS) }
@@ -47,7 +60,12 @@ public final class SpawnedProcess: @unchecked Sendable {
             let result = posix_spawn(&child, executable.path, &actions, &attributes, argv, envp)
             close(out[1])
             close(err[1])
+            if inputPipe {
+                close(inp[0])
+                input.withLock { $0 = inp[1] }
+            }
             guard result == 0 else {
+                closeInput()
                 close(out[0])
                 close(err[0])
                 throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO)
@@ -74,7 +92,14 @@ public final class SpawnedProcess: @unchecked Sendable {
             let err = Pipe()
             process.standardOutput = out
             process.standardError = err
-            process.standardInput = FileHandle.nullDevice
+            if inputPipe {
+                let inp = Pipe()
+                process.standardInput = inp
+                input.withLock { $0 = dup(inp.fileHandleForWriting.fileDescriptor) }
+                try? inp.fileHandleForWriting.close()
+            } else {
+                process.standardInput = FileHandle.nullDevice
+            }
             try process.run()
             pid = process.processIdentifier
             signaller = ChildSignal(process)
@@ -124,6 +149,33 @@ public final class SpawnedProcess: @unchecked Sendable {
             }
             close(fd)
             readersDone.leave()
+        }
+    }
+
+    deinit { closeInput() }
+
+    /// Writes `text` to its stdin (started with `inputPipe`). - Returns: `false` when it could not be written whole.
+    @discardableResult
+    public func writeInput(_ text: String) -> Bool {
+        input.withLock { fd in
+            guard fd >= 0 else { return false }
+            let bytes = Array(text.utf8)
+            var offset = 0
+            while offset < bytes.count {
+                let count = bytes[offset...].withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+                if count < 0 && errno == EINTR { continue }
+                guard count > 0 else { return false }
+                offset += count
+            }
+            return true
+        }
+    }
+
+    /// Ends its stdin (end of file for the child).
+    public func closeInput() {
+        input.withLock { fd in
+            if fd >= 0 { close(fd) }
+            fd = -1
         }
     }
 

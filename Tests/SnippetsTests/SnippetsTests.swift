@@ -101,6 +101,19 @@ final class SnippetsTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("Lists of any length: every shard fetched once, and the completed downloads forgotten")
+    func lists() async throws {
+        let manager = try DownloadManager(configuration: .init(directory: workspace.directory))
+        // The test server's deterministic bytes under /bytes/.
+        let base = server.url("/bytes/")
+        let (done, failed) = await Snippets.lists(manager: manager, base: base, count: 40)
+        #expect(done == 40 && failed == 0)
+        #expect(await manager.allReceipts.isEmpty)
+        let gets = Set(server.requests.filter { $0.method == "GET" }.map(\.path))
+        #expect(gets == Set((0..<40).map { "/bytes/shard-\($0).tar" }))
+        await manager.shutdown()
+    }
+
     @Test("README.md and the DocC articles show every compiled snippet, and every Swift block in them is one")
     func readmeMatches() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -125,7 +138,7 @@ final class SnippetsTests: Sendable {
                 current!.lines.append(String(line.dropFirst(min(current!.indent, line.prefix { $0 == " " }.count))))
             }
         }
-        #expect(regions.count == 7)
+        #expect(regions.count == 8)
 
         let articles = root.appendingPathComponent("Sources/Downloader/Downloader.docc")
         let documents =

@@ -38,7 +38,7 @@ final class DLProcess: @unchecked Sendable {
     /// Starts `dl` (or another executable) with `arguments` in `directory`.
     init(
         _ arguments: [String], in directory: URL, executable: URL = DLProcess.binary,
-        environment: [String: String]? = nil
+        environment: [String: String]? = nil, inputPipe: Bool = false
     ) throws {
         // Tests hold a download mid-transfer with a server that pauses after some bytes; a whole first request would
         // be cut short there and go on without the pause (`FirstRequestBudget`), so dl runs with 16 KiB first
@@ -47,8 +47,15 @@ final class DLProcess: @unchecked Sendable {
             .merging(environment ?? [:]) { $1 }
         // Not Foundation's `Process`: its `run()` crashes the test runner now and then on Swift 6.3 (see there).
         process = try SpawnedProcess(
-            executable: executable, arguments: arguments, environment: environment, directory: directory)
+            executable: executable, arguments: arguments, environment: environment, directory: directory,
+            inputPipe: inputPipe)
     }
+
+    /// Writes to its stdin (started with `inputPipe`).
+    func writeInput(_ text: String) { process.writeInput(text) }
+
+    /// Ends its stdin.
+    func closeInput() { process.closeInput() }
 
     var pid: Int32 { process.pid }
 

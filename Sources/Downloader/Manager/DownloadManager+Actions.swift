@@ -7,6 +7,11 @@ extension DownloadManager {
     ///   - actions: what the machine decided.
     ///   - requestOptions: the options of the request being handled, for `.adoptOptions`.
     func apply(_ actions: [Machine.Action], requestOptions: DownloadOptions? = nil) {
+        applyDepth += 1
+        defer {
+            applyDepth -= 1
+            if applyDepth == 0 { forgetCompletedInBatches() }
+        }
         for action in actions {
             switch action {
             case .adoptOptions(let url, let fresh):
@@ -270,6 +275,7 @@ extension DownloadManager {
             switch waiters.removeValue(forKey: id) {
             case .continuation(let continuation): continuation.resume(throwing: CancellationError())
             case .callback(let callback): callback(.failure(.cancelled(url)))
+            case .batch(let batch, let request): batch.deliver(id, request, .failure(.cancelled(url)))
             case nil: continue
             }
         }
@@ -281,6 +287,9 @@ extension DownloadManager {
             switch waiters.removeValue(forKey: id) {
             case .continuation(let continuation): continuation.resume(with: result.mapError { $0 as any Error })
             case .callback(let callback): callback(result)
+            case .batch(let batch, let request):
+                if case .success(let receipt) = result { completedInBatches.append(receipt.url) }
+                batch.deliver(id, request, result)
             case nil: continue
             }
         }

@@ -54,6 +54,12 @@ extension DownloadManager {
             return Self.state(entry.phase)
         }
 
+        /// Whether `key` is completed with nobody waiting and nothing being verified: forgetting it ends nothing.
+        func isSettled(_ key: Key) -> Bool {
+            guard let entry = entries[key], !entry.isRemoved, entry.phase == .completed else { return false }
+            return entry.waiters.isEmpty && entry.verifying.isEmpty
+        }
+
         /// Whether a completed file of `key` is on disk and belongs to it.
         func hasCompletedFile(_ key: Key) -> Bool {
             entries[key]?.hasCompletedFile ?? false

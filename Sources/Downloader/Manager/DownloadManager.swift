@@ -61,6 +61,8 @@ public actor DownloadManager {
     enum Waiter {
         case continuation(CheckedContinuation<DownloadReceipt, any Error>)
         case callback(@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)
+        /// A request of a batch: its outcome goes to the batch, and a completed download then leaves memory.
+        case batch(Batch, DownloadRequest)
     }
 
     let directory: DownloadDirectory
@@ -88,6 +90,10 @@ public actor DownloadManager {
     /// The completed file of each download that has one (also while a replacement of it is downloading).
     var completedFiles: [URL: CompletedFile] = [:]
     var waiters: [Machine.WaiterID: Waiter] = [:]
+    /// Downloads of batches that completed during the current `apply`, forgotten once it is done.
+    var completedInBatches: [URL] = []
+    /// How deep `apply` calls are nested (a batch's completed downloads are forgotten at the outermost).
+    var applyDepth = 0
     var nextWaiterID: Machine.WaiterID = 0
     /// The `enqueue` callbacks that take a download's progress (see `CallbackChannel`).
     var progressHandlers: [URL: [CallbackChannel]] = [:]

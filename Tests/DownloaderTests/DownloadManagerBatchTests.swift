@@ -1,0 +1,155 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Requests read one at a time, counting how many were read: the batch's intake, seen from the list's side.
+struct CountedRequests: AsyncSequence, Sendable {
+    let requests: [DownloadRequest]
+    let taken = Locked(0)
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let requests: [DownloadRequest]
+        let taken: Locked<Int>
+        var next = 0
+
+        mutating func next() async -> DownloadRequest? {
+            guard next < requests.count else { return nil }
+            defer { next += 1 }
+            taken.withLock { $0 += 1 }
+            return requests[next]
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(requests: requests, taken: taken) }
+    var count: Int { taken.withLock { $0 } }
+}
+
+@Suite("DownloadManager batches")
+final class DownloadManagerBatchTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    func makeManager(maximumActive: Int = 4) throws -> DownloadManager {
+        try DownloadManager(
+            configuration: .forTests(directory: workspace.directory, maximumActive: maximumActive))
+    }
+
+    func requests(_ prefix: String, count: Int, query: String = "") -> [DownloadRequest] {
+        (0..<count).map { DownloadRequest(server.url("/bytes/\(prefix)\($0)?size=\(1000 + $0)\(query)")) }
+    }
+
+    @Test("Every request gets one outcome; completed downloads leave the manager, their files stay")
+    func everyRequestOnce() async throws {
+        let manager = try makeManager()
+        let list = requests("e", count: 60)
+        var delivered: [URL: DownloadReceipt] = [:]
+        for await outcome in manager.download(list, maximumInFlight: 5) {
+            #expect(delivered[outcome.request.url] == nil)
+            delivered[outcome.request.url] = try outcome.result.get()
+        }
+        #expect(delivered.count == 60)
+        for (index, request) in list.enumerated() {
+            let receipt = try #require(delivered[request.url])
+            #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "e\(index)", size: 1000 + index).md5)
+        }
+        #expect(await manager.allReceipts.isEmpty)  // forgotten: memory does not grow with the list
+        await manager.shutdown()
+    }
+
+    @Test("The intake waits for outcomes to be taken: at most maximumInFlight requests are read ahead")
+    func intakeIsBounded() async throws {
+        let manager = try makeManager(maximumActive: 8)
+        let stream = await manager.events()
+        let list = CountedRequests(requests: requests("b", count: 20, query: "&gate=b&gateSize=1000"))
+        let outcomes = manager.download(list, maximumInFlight: 3)
+        // Three held by the server: no fourth request may be read while none has ended.
+        #expect(await server.waitUntil { $0.requests.filter { $0.method == "GET" }.count >= 3 })
+        #expect(list.count == 3)
+        // Once they complete, still nothing more is read until the consumer takes an outcome.
+        let completed = Task {
+            var urls: Set<URL> = []
+            for await case .stateChanged(let receipt) in stream where receipt.state == .completed {
+                urls.insert(receipt.url)
+                if urls.count == 3 { return true }
+            }
+            return false
+        }
+        server.openGate("b")
+        #expect(await completed.value)
+        #expect(list.count == 3)
+        var count = 0
+        for await outcome in outcomes {
+            #expect((try? outcome.result.get()) != nil)
+            count += 1
+            #expect(list.count <= count + 3)
+        }
+        #expect(count == 20 && list.count == 20)
+        await manager.shutdown()
+    }
+
+    @Test("A failed download is an outcome and stays known, so that it can be resumed")
+    func failuresStay() async throws {
+        let manager = try makeManager()
+        let missing = DownloadRequest(server.url("/status/404"))
+        let list = [missing] + requests("f", count: 3)
+        var failures: [DownloadError] = []
+        for await outcome in manager.download(list) {
+            if case .failure(let error) = outcome.result { failures.append(error) }
+        }
+        #expect(failures.map(\.statusCode) == [404])
+        #expect(await manager.allReceipts.map(\.url) == [missing.url])
+        #expect(await manager.receipt(for: missing.url)?.state == .failed)
+        await manager.shutdown()
+    }
+
+    @Test("Leaving the loop early stops the intake and suspends the downloads in flight")
+    func leavingSuspends() async throws {
+        let manager = try makeManager()
+        let stream = await manager.events()
+        let held = requests("h", count: 2, query: "&gate=h&gateSize=1000")
+        let list = CountedRequests(
+            requests: [DownloadRequest(server.url("/bytes/quick?size=1000"))] + held
+                + requests("later", count: 10))
+        let suspended = Task {
+            var urls: Set<URL> = []
+            for await case .stateChanged(let receipt) in stream where receipt.state == .suspended {
+                urls.insert(receipt.url)
+                if urls.isSuperset(of: held.map(\.url)) { return true }
+            }
+            return false
+        }
+        for await outcome in manager.download(list, maximumInFlight: 3) {
+            #expect(outcome.request.url == server.url("/bytes/quick?size=1000"))
+            break
+        }
+        #expect(await suspended.value)
+        for request in held { #expect(await manager.receipt(for: request.url)?.state == .suspended) }
+        #expect(list.count <= 4)  // the credit of the outcome taken may have read one more
+        await manager.shutdown()
+    }
+
+    @Test("The same list after a restart fetches no completed file again (a HEAD each at most)")
+    func rerunFetchesNothingTwice() async throws {
+        let list = requests("r", count: 12)
+        for round in 0..<2 {
+            let manager = try makeManager()
+            for await outcome in manager.download(list) { _ = try outcome.result.get() }
+            await manager.shutdown()
+            for request in list {
+                let gets = server.requests.filter { $0.method == "GET" && $0.target == request.url.relativeTarget }
+                #expect(gets.count == 1, "round \(round): \(request.url)")
+            }
+        }
+    }
+}
+
+extension URL {
+    /// The request target the server records: path and query.
+    fileprivate var relativeTarget: String { path + (query.map { "?" + $0 } ?? "") }
+}

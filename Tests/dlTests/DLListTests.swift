@@ -1,0 +1,93 @@
+import Downloader
+import Foundation
+import HTTPTestServer
+import Testing
+
+/// Lists of any length (issue #34): `-i` read as the downloads go, `--result-log`, one line per file off a terminal.
+@Suite("dl lists")
+final class DLListTests: Sendable, DLFileChecks {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+    var work: URL { workspace.directory }
+
+    init() throws {
+        workspace = try TestWorkspace(prefix: "dl-lists")
+    }
+
+    var dir: URL { work.appendingPathComponent("out") }
+
+    @Test("-i - reads a pipe as it goes: the first file is done while the writer has not finished the list")
+    func pipeIsStreamed() async throws {
+        let process = try DLProcess(["--dir", dir.path, "-q", "-i", "-"], in: work, inputPipe: true)
+        process.writeInput(server.url("/bytes/p0?size=2000").absoluteString + "\n")
+        process.writeInput(server.url("/bytes/p1?size=2000").absoluteString + "\n\n# more later\n")
+        // The pipe is still open: dl must not wait for its end to start. (p1's entry is complete only when the next
+        // URL line or the end arrives: option lines may follow it.)
+        #expect(await process.waitForStdout(lines: 1, timeout: .seconds(30)))
+        process.writeInput(server.url("/bytes/p2?size=2000").absoluteString + "\n")
+        process.writeInput(server.url("/bytes/p3?size=2000").absoluteString)  // no newline at the end
+        process.closeInput()
+        let outcome = await process.wait()
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(Set(outcome.lines) == Set((0..<4).map { dir.appendingPathComponent("p\($0)").path }))
+        for index in 0..<4 { #expect(try md5(dir.appendingPathComponent("p\(index)")) == content("p\(index)", 2000)) }
+    }
+
+    @Test("A bad line stops the reading: the URLs before it are downloaded, none after it; exit 2 naming the line")
+    func badLineStops() async throws {
+        let text = """
+            \(server.url("/bytes/b0?size=1000"))
+            \(server.url("/bytes/b1?size=1000"))
+            \(server.url("/bytes/b2?size=1000"))
+              speed=fast
+            \(server.url("/bytes/b3?size=1000"))
+            """
+        try text.write(to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(["--dir", dir.path, "-i", "list.txt"], in: work)
+        #expect(outcome.status == 2, "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("input file line 4"), "\(outcome.stderr)")
+        #expect(Set(outcome.lines) == [dir.appendingPathComponent("b0").path, dir.appendingPathComponent("b1").path])
+        #expect(!server.requests.contains { $0.path == "/bytes/b2" || $0.path == "/bytes/b3" })
+    }
+
+    @Test("--result-log: one JSON line per URL as it ends (url, path, size, digest, status, error); a rerun appends")
+    func resultLog() async throws {
+        let good = server.url("/bytes/r0?size=3000")
+        let missing = server.url("/status/404?r=1")
+        let log = work.appendingPathComponent("results.jsonl")
+        let list = "\(good)\n\(missing)\n"
+        try list.write(to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "-q", "--result-log", log.path, "-i", "list.txt"], in: work)
+        #expect(outcome.status == 1, "\(outcome.stderr)")
+        let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
+        #expect(lines.count == 2)
+        let records = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:] }
+        let ok = try #require(records.first { $0["status"] as? String == "ok" })
+        #expect(ok["url"] as? String == good.absoluteString)
+        #expect(ok["path"] as? String == dir.appendingPathComponent("r0").path)
+        #expect(ok["size"] as? Int == 3000)
+        #expect(ok["digest"] as? String == "md5=\(content("r0", 3000))")
+        let failed = try #require(records.first { $0["status"] as? String == "failed" })
+        #expect(failed["url"] as? String == missing.absoluteString)
+        #expect((failed["error"] as? String)?.contains("404") == true, "\(failed)")
+        #expect(failed["path"] == nil)
+
+        let again = try await DLProcess.run(
+            ["--dir", dir.path, "-q", "--result-log", log.path, good.absoluteString], in: work)
+        #expect(again.status == 0)
+        #expect(try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count == 3)
+    }
+
+    @Test("Off a terminal, a list prints one line per finished file and a summary, no line for starting")
+    func plainLines() async throws {
+        let urls = (0..<6).map { server.url("/bytes/l\($0)?size=1000").absoluteString }
+        try urls.joined(separator: "\n").write(
+            to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(["--dir", dir.path, "-i", "list.txt"], in: work)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        let lines = outcome.stderr.split(separator: "\n")
+        #expect(lines.filter { $0.contains(": done,") }.count == 6, "\(outcome.stderr)")
+        #expect(lines.count == 7, "six done lines and the summary: \(outcome.stderr)")
+    }
+}
