@@ -30,6 +30,8 @@ let package = Package(
             name: "urlsession-floor",
             dependencies: [.product(name: "Downloader", package: "swift-downloader")]
         ),
+        // The platform's floor for many small requests: one URLSession, N data tasks at a time, bodies discarded.
+        .executableTarget(name: "urlsession-many"),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -90,4 +90,32 @@ final class DLListTests: Sendable, DLFileChecks {
         #expect(lines.filter { $0.contains(": done,") }.count == 6, "\(outcome.stderr)")
         #expect(lines.count == 7, "six done lines and the summary: \(outcome.stderr)")
     }
+
+    @Test("kill -9 half-way through a list, then the same command: no completed file is fetched again")
+    func killedListResumes() async throws {
+        // Held responses make "half-way" an event: the first 20 files complete, the next ones wait at the gate.
+        let urls = (0..<40).map { index in
+            server.url("/bytes/k\(index)?size=20000" + (index < 20 ? "" : "&gate=k&gateSize=1000")).absoluteString
+        }
+        try urls.joined(separator: "\n").write(
+            to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let first = try DLProcess(["--dir", dir.path, "-q", "-j", "4", "-i", "list.txt"], in: work)
+        #expect(await first.waitForStdout(lines: 20, timeout: .seconds(60)))
+        #expect(await server.waitUntil { $0.requests.contains { $0.path.hasPrefix("/bytes/k2") } })
+        first.send(SIGKILL)
+        #expect(await first.wait().status == 137)
+        server.openGate("k")
+        let before = server.requests.count
+        let again = try await DLProcess.run(["--dir", dir.path, "-q", "-j", "4", "-i", "list.txt"], in: work)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.lines.count == 40)
+        let rerun = server.requests.dropFirst(before)
+        for index in 0..<20 {
+            let fetched = rerun.filter { $0.method == "GET" && $0.path == "/bytes/k\(index)" }
+            #expect(fetched.isEmpty, "k\(index) was completed before the kill, fetched again: \(fetched.map(\.range))")
+        }
+        for index in 0..<40 {
+            #expect(try md5(dir.appendingPathComponent("k\(index)")) == content("k\(index)", 20000))
+        }
+    }
 }

@@ -1,0 +1,67 @@
+// urlsession-many LIST CONCURRENCY: the platform's floor for many small requests (issue #34) — every URL of LIST (one
+// per line) fetched by one URLSession with CONCURRENCY data tasks at a time, each body discarded: no disk, no hash,
+// no state. Prints the count, the seconds and the files per second; `/usr/bin/time` gives its CPU and memory. The
+// difference to `dl -j CONCURRENCY -i LIST` is what dl adds per file (files, state, verification).
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // Touched only on the delegate queue (one operation at a time).
+    var pending: IndexingIterator<[URL]>
+    var finished = 0
+    var failures = 0
+    let done = DispatchSemaphore(value: 0)
+    var running = 0
+    weak var session: URLSession?
+
+    init(urls: [URL]) {
+        pending = urls.makeIterator()
+    }
+
+    func startNext() {
+        guard let url = pending.next(), let session else {
+            if running == 0 { done.signal() }
+            return
+        }
+        var request = URLRequest(url: url)
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        running += 1
+        session.dataTask(with: request).resume()
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        running -= 1
+        finished += 1
+        if error != nil { failures += 1 }
+        startNext()
+    }
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 3, let text = try? String(contentsOfFile: arguments[1], encoding: .utf8),
+    let concurrency = Int(arguments[2]), concurrency > 0
+else {
+    FileHandle.standardError.write(Data("usage: urlsession-many LIST CONCURRENCY\n".utf8))
+    exit(2)
+}
+let urls = text.split(separator: "\n").compactMap { URL(string: String($0)) }
+let runner = Runner(urls: urls)
+let queue = OperationQueue()
+queue.maxConcurrentOperationCount = 1
+let configuration = URLSessionConfiguration.ephemeral
+configuration.httpMaximumConnectionsPerHost = concurrency
+let session = URLSession(configuration: configuration, delegate: runner, delegateQueue: queue)
+runner.session = session
+let start = Date()
+queue.addOperation {
+    for _ in 0..<concurrency { runner.startNext() }
+}
+runner.done.wait()
+let seconds = Date().timeIntervalSince(start)
+print("\(runner.finished) requests, \(runner.failures) failed, \(String(format: "%.2f", seconds)) s, "
+    + "\(String(format: "%.0f", Double(runner.finished) / seconds)) per second")

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Benchmarks/lists.sh "SIZES" RUNS — lists of many small files (issue #34): `dl -j 16 -i LIST` against
+# `aria2c -j 16 -i LIST` and the platform's floor (`urlsession-many LIST 16`: URLSession alone, bodies discarded, no
+# disk), interleaved, RUNS times per size, on loopback nginx serving one 1 KiB file under every path. Prints the
+# medians of wall time, peak RSS and CPU (user + sys) per tool and size. DL_BASELINE=PATH adds another dl binary.
+# Each run writes its files into a new folder on a tmpfs (LISTS_ON_DISK=1: in /tmp), removed afterwards: on ext4,
+# creating thousands of files right after thousands were deleted costs more in the kernel's inode allocator
+# (`recently_deleted`, 76 % of the samples of a `perf record` here) than all the rest, for every tool alike.
+set -euo pipefail
+cd "$(dirname "$0")"
+SIZES=${1:-"2000 20000 100000"}
+RUNS=${2:-3}
+source ./nginx-workspace.sh
+swift build -c release --product urlsession-many > /dev/null
+(cd .. && swift build -c release --product dl > /dev/null)
+DL=$(cd .. && swift build -c release --show-bin-path)/dl
+FLOOR=$(swift build -c release --show-bin-path)/urlsession-many
+command -v aria2c > /dev/null || apt-get install -y -q aria2 > /dev/null
+
+make_workspace lists
+head -c 1024 /dev/urandom > "$WORK/docs/one.bin"
+chmod -R a+rX "$WORK/docs"
+NGINX_PORT=$(free_port)
+cat > "$WORK/nginx.conf" <<CONF
+daemon off; pid $WORK/nginx.pid; error_log $WORK/logs/error.log; user nobody nogroup; worker_processes 1;
+worker_rlimit_nofile 65536;
+events { worker_connections 4096; }
+http { access_log off; sendfile on; keepalive_requests 1000000;
+  server { listen 127.0.0.1:$NGINX_PORT; root $WORK/docs; location / { try_files /one.bin =404; } } }
+CONF
+nginx -c "$WORK/nginx.conf" &
+NGINX_PID=$!
+OUTS=$WORK
+if [ -z "${LISTS_ON_DISK:-}" ]; then
+    mkdir -p "$WORK/mnt"
+    mount -t tmpfs -o size=16g tmpfs "$WORK/mnt"
+    OUTS=$WORK/mnt
+fi
+trap 'kill $NGINX_PID 2> /dev/null; umount "$WORK/mnt" 2> /dev/null; rm -rf "$WORK"' EXIT
+sleep 1
+
+declare -A TOOLS=([dl]="$DL -q -j 16 -P OUT -i LIST" [aria2c]="aria2c -q -j 16 -d OUT -i LIST --file-allocation=none"
+    [floor]="$FLOOR LIST 16")
+ORDER="dl aria2c floor"
+if [ -n "${DL_BASELINE:-}" ]; then TOOLS[dl-baseline]="$DL_BASELINE -q -j 16 -P OUT -i LIST"; ORDER="dl dl-baseline aria2c floor"; fi
+
+echo "| list | tool | time (s) | files/s | peak RSS (MB) | CPU (s) | CPU per file (ms) | runs |"
+echo "|---|---|---|---|---|---|---|---|"
+for size in $SIZES; do
+    list="$WORK/list-$size.txt"
+    python3 -c "import sys; sys.stdout.write(''.join(f'http://127.0.0.1:$NGINX_PORT/f/{i}.bin\n' for i in range($size)))" > "$list"
+    declare -A times=() rss=() cpu=()
+    for run in $(seq "$RUNS"); do
+        for tool in $ORDER; do
+            out="$OUTS/out-$tool"
+            command=${TOOLS[$tool]//OUT/$out}
+            command=${command//LIST/$list}
+            /usr/bin/time -f "%e %M %U %S" -o "$WORK/time" $command > /dev/null 2> "$WORK/stderr" || {
+                echo "$tool failed:" >&2; tail -3 "$WORK/stderr" >&2; }
+            read -r wall kb user sys < "$WORK/time"
+            if [ "$tool" != floor ]; then
+                count=$(find "$out" -maxdepth 1 -type f | wc -l)
+                [ "$count" = "$size" ] || echo "$tool: $count files of $size" >&2
+            fi
+            times[$tool]+="$wall "
+            rss[$tool]+="$((kb / 1000)) "
+            cpu[$tool]+="$(echo "$user + $sys" | bc) "
+            rm -rf "$out"
+        done
+    done
+    for tool in $ORDER; do
+        t=$(echo "${times[$tool]}" | median)
+        c=$(echo "${cpu[$tool]}" | median)
+        echo "| $size | $tool | $t | $(echo "$size / $t" | bc) | $(echo "${rss[$tool]}" | median) | $c |" \
+            "$(echo "scale=3; 1000 * $c / $size" | bc) | $RUNS |"
+    done
+    unset times rss cpu
+done
