@@ -63,5 +63,6 @@ queue.addOperation {
 }
 runner.done.wait()
 let seconds = Date().timeIntervalSince(start)
-print("\(runner.finished) requests, \(runner.failures) failed, \(String(format: "%.2f", seconds)) s, "
-    + "\(String(format: "%.0f", Double(runner.finished) / seconds)) per second")
+print(
+    "\(runner.finished) requests, \(runner.failures) failed, \(String(format: "%.2f", seconds)) s, "
+        + "\(String(format: "%.0f", Double(runner.finished) / seconds)) per second")
