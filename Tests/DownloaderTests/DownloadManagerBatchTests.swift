@@ -147,6 +147,24 @@ final class DownloadManagerBatchTests: Sendable {
             }
         }
     }
+
+    @Test("receipts(after:limit:) pages through a manager's downloads in request order")
+    func pagedReceipts() async throws {
+        let manager = try makeManager()
+        let urls = (0..<23).map { server.url("/bytes/pg\($0)?size=1000") }
+        for url in urls { await manager.enqueue(url) }
+        var listed: [URL] = []
+        var cursor: DownloadManager.ReceiptCursor?
+        repeat {
+            let page = await manager.receipts(after: cursor, limit: 10)
+            #expect(page.receipts.count <= 10)
+            listed += page.receipts.map(\.url)
+            cursor = page.next
+        } while cursor != nil
+        #expect(listed == urls)
+        #expect(await manager.allReceipts.map(\.url) == listed)
+        await manager.shutdown()
+    }
 }
 
 extension URL {

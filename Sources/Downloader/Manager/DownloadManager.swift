@@ -280,9 +280,28 @@ public actor DownloadManager {
         book[url.withoutCredentials]?.receipt
     }
 
-    /// Every receipt, in the order the downloads were first requested.
+    /// Every receipt, in the order the downloads were first requested. For many downloads, `receipts(after:limit:)`
+    /// reads them a page at a time.
     public var allReceipts: [DownloadReceipt] {
         book.all.map(\.receipt)
+    }
+
+    /// A page of receipts in the order the downloads were first requested: a listing of any length without copying
+    /// every receipt at once. Downloads added while paging appear on a later page; removed ones are skipped.
+    /// - Parameters:
+    ///   - cursor: `nil` for the first page, else the `next` of the page before.
+    ///   - limit: at most this many receipts (at least 1).
+    /// - Returns: the receipts, and the cursor of the next page (`nil` after the last receipt).
+    public func receipts(
+        after cursor: ReceiptCursor?, limit: Int
+    ) -> (receipts: [DownloadReceipt], next: ReceiptCursor?) {
+        let (records, next) = book.page(after: cursor?.serial, limit: limit)
+        return (records.map(\.receipt), next.map(ReceiptCursor.init(serial:)))
+    }
+
+    /// Where a page of `receipts(after:limit:)` ended.
+    public struct ReceiptCursor: Sendable, Hashable {
+        let serial: Int
     }
 
     // MARK: - Control

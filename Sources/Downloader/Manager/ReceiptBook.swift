@@ -21,6 +21,10 @@ struct ReceiptRecord: Sendable, Equatable {
 struct ReceiptBook<Key: Hashable> {
     private var records: [Key: ReceiptRecord] = [:]
     private var order: [Key?] = []
+    /// The serial number of each place of `order`: increasing, never reused, so a page's cursor survives removals
+    /// and compaction.
+    private var serials: [Int] = []
+    private var nextSerial = 0
     private var position: [Key: Int] = [:]
 
     var count: Int { records.count }
@@ -32,6 +36,8 @@ struct ReceiptBook<Key: Hashable> {
                 if records.updateValue(newValue, forKey: key) == nil {
                     position[key] = order.count
                     order.append(key)
+                    serials.append(nextSerial)
+                    nextSerial += 1
                 }
             } else if records.removeValue(forKey: key) != nil, let index = position.removeValue(forKey: key) {
                 order[index] = nil
@@ -53,9 +59,33 @@ struct ReceiptBook<Key: Hashable> {
         keys.map { (position: position[$0] ?? -1, key: $0) }.sorted { $0.position < $1.position }.map(\.key)
     }
 
+    /// Up to `limit` records in request order, starting after the record numbered `cursor` (`nil`: from the first).
+    /// - Returns: the records, and the cursor of the next page (`nil` after the last record).
+    func page(after cursor: Int?, limit: Int) -> (records: [ReceiptRecord], next: Int?) {
+        // The first place whose serial is past the cursor (serials increase along `order`).
+        var low = 0
+        var high = serials.count
+        if let cursor {
+            while low < high {
+                let middle = (low + high) / 2
+                if serials[middle] <= cursor { low = middle + 1 } else { high = middle }
+            }
+        }
+        var page: [ReceiptRecord] = []
+        var index = low
+        while index < order.count, page.count < max(1, limit) {
+            if let key = order[index], let record = records[key] { page.append(record) }
+            index += 1
+        }
+        let more = order[index...].contains { $0 != nil }
+        return (page, more ? serials[index - 1] : nil)
+    }
+
     private mutating func compactIfSparse() {
         guard order.count > 64, order.count > 2 * records.count else { return }
-        order = order.filter { $0 != nil }
+        let kept = order.indices.filter { order[$0] != nil }
+        order = kept.map { order[$0] }
+        serials = kept.map { serials[$0] }
         for (index, key) in order.enumerated() { position[key!] = index }
     }
 }
