@@ -130,7 +130,7 @@ final class DLFlagTests: Sendable, DLFileChecks {
             "--help", "--version", "--input-file", "--dir", "-P", "--output", "-O", "--continue", "--max-active",
             "--lifo", "--naming", "--header", "--user-agent", "--retries", "--timeout", "--lowest-speed-limit",
             "--limit-rate", "--max-overall-limit", "--wait", "--md5", "--checksum", "--checksum-file",
-            "--checksum-optional", "--no-md5", "--quiet", "-q", "--list", "Exit status", "130", "143",
+            "--checksum-optional", "--no-md5", "--quiet", "-q", "--list", "--result-log", "Exit status", "130", "143",
         ] {
             #expect(help.stdout.contains(flag), "\(flag) is missing from --help")
         }
