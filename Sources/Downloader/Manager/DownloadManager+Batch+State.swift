@@ -62,11 +62,13 @@ extension DownloadManager {
             _ id: Machine.WaiterID, _ request: DownloadRequest, _ result: Result<DownloadReceipt, DownloadError>
         ) {
             let outcome = DownloadOutcome(request: request, result: result)
+            // Yielded under the lock, with the removal: `endIntake` cannot see the batch empty and finish the stream
+            // between the two (the outcome would be dropped). `finish` runs outside it: it calls `onTermination`.
             let isLast = state.withLock { state -> Bool in
                 state.inFlight[id] = nil
+                outcomes.yield(outcome)
                 return state.intakeEnded && state.inFlight.isEmpty
             }
-            outcomes.yield(outcome)
             if isLast { outcomes.finish() }
         }
 
