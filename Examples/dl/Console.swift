@@ -37,7 +37,8 @@ enum Console {
     }
 
     /// Writes every byte, going on after interruptions. - Returns: `false` when the descriptor is closed.
-    private static func write(_ buffer: UnsafeRawBufferPointer, to fd: Int32) -> Bool {
+    @discardableResult
+    static func write(_ buffer: UnsafeRawBufferPointer, to fd: Int32) -> Bool {
         guard var pointer = buffer.baseAddress else { return true }
         var remaining = buffer.count
         while remaining > 0 {

@@ -7,12 +7,6 @@ import Foundation
     import Darwin
 #endif
 
-#if canImport(Glibc)
-    private let systemWrite = Glibc.write
-#elseif canImport(Darwin)
-    private let systemWrite = Darwin.write
-#endif
-
 /// `--result-log FILE`: one JSON line per URL as it ends, for pipelines — `url`, `path`, `size`, `digest`, `status`
 /// (`ok` or `failed`), `error`, `time`. Each line reaches the file whole, in one `write(2)` on a descriptor opened
 /// with `O_APPEND`, so a reader (`tail -f`, a script polling it) never sees half a line, and a rerun adds its lines
@@ -59,8 +53,9 @@ final class ResultLog: Sendable {
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         guard var data = try? encoder.encode(line) else { return }
         data.append(UInt8(ascii: "\n"))
-        // A line is small (well under PIPE_BUF for a pipe); a short write to a full disk loses the line, not the run.
-        _ = data.withUnsafeBytes { systemWrite(fd, $0.baseAddress, $0.count) }
+        // A line is small (well under PIPE_BUF for a pipe): one write(2), continued only after an interruption or a
+        // short write (a full disk); a failure loses the line, not the run.
+        _ = data.withUnsafeBytes { Console.write($0, to: fd) }
     }
 
     private static func now() -> String {
