@@ -90,6 +90,18 @@ public struct TestContent: Sendable, Hashable {
         return hasher.finalize()
     }
 
+    /// `md5` computed on a thread of its own. Use it for large contents: hashing tens of MiB in a debug build takes
+    /// seconds, and on a cooperative thread it starves every other test of the suite (two such tests at once held
+    /// both threads of a 2-core machine for ~35 s, and signal tests waiting for an event sent their signal too late).
+    public var md5OffThePool: Hashing.MD5Digest {
+        get async { await RawHTTPClient.onThread { self.md5 } }
+    }
+
+    /// The MD5 of a file, read and hashed on a thread of its own (see `md5OffThePool`).
+    public static func md5(ofFile url: URL) async throws -> Hashing.MD5Digest {
+        try await RawHTTPClient.onThread { Result { MD5.hash(data: try Data(contentsOf: url)) } }.get()
+    }
+
     /// The SHA-256 of the whole contents, computed in 1 MiB pieces.
     public var sha256: Hashing.SHA256Digest {
         var hasher = SHA256()

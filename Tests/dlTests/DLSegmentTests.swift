@@ -27,9 +27,8 @@ final class DLSegmentTests: Sendable {
         let url = server.url("/bytes/x4?size=\(size)&gate=x4&gateSize=4&gateFrom=16384")
         let outcome = try await DLProcess.run(["--dir", dir.path, "--quiet", "-x4", url.absoluteString], in: work)
         #expect(outcome.status == 0, "\(outcome.stderr)")
-        #expect(
-            MD5.hash(data: try Data(contentsOf: dir.appendingPathComponent("x4")))
-                == TestContent(name: "x4", size: size).md5)
+        let x4 = try await TestContent.md5(ofFile: dir.appendingPathComponent("x4"))
+        #expect(await x4 == TestContent(name: "x4", size: size).md5OffThePool)
         #expect(server.statistics.peakActiveRequests >= 4)
     }
 
@@ -71,7 +70,8 @@ final class DLSegmentTests: Sendable {
         let rerun = try await DLProcess.run(["--dir", dir.path, "--quiet", "-x", "4", url], in: work)
         #expect(rerun.status == 0, "\(rerun.stderr)")
         let file = dir.appendingPathComponent("xkill")
-        #expect(MD5.hash(data: try Data(contentsOf: file)) == TestContent(name: "xkill", size: size).md5)
+        let xkill = try await TestContent.md5(ofFile: file)
+        #expect(await xkill == TestContent(name: "xkill", size: size).md5OffThePool)
         // The rerun asks only for what the state does not list. (What a kill loses on top of that is what sat in
         // socket buffers and memory plus at most 1 MiB not yet listed: 0.1-0.3 % of this file on an idle machine,
         // more when a loaded machine lets the buffers fill; BENCHMARKS.md measures it.)
