@@ -60,6 +60,11 @@ extension Arguments {
                                      fetch each file over N connections at once (1–16, default 1) when the
                                      server allows it (Range, a validator); -s N, --split N mean the same (as in
                                      aria2c: for quiet, use -q)
+              --max-connections-per-host N
+                                     at most N requests at once to one host over all files (default: no cap;
+                                     curl's --parallel-max-host); a host that answers 503 or 429 while others
+                                     are in flight gets fewer, and the refused request waits for its turn
+                                     without spending a retry
               --wait                 if another dl is using DIR, wait for it instead of exiting 1
 
         Verification:

@@ -11,6 +11,7 @@ extension Arguments {
         "--out", "--continue", "--max-active", "--max-concurrent-downloads", "--lifo", "--naming", "--header",
         "--user-agent", "--retries", "--tries", "--timeout", "--lowest-speed-limit", "--limit-rate",
         "--max-overall-limit", "--max-overall-download-limit", "--max-connection-per-server", "--split", "--wait",
+        "--max-connections-per-host",
         "--md5", "--checksum", "--checksum-file", "--checksum-optional", "--no-md5", "--quiet", "--list", "--user",
         "--http-user", "--password", "--http-password", "--netrc-file", "--no-netrc", "--on-complete",
         "--on-download-complete",

@@ -58,6 +58,8 @@ struct Arguments {
     var overallLimit: Int?
     /// `-x`/`-s`: connections per file.
     var connections = 1
+    /// `--max-connections-per-host`: requests in flight per host over all files (`nil`: no cap).
+    var connectionsPerHost: Int?
     var naming: FileNaming = .suggested
     var quiet = false
     var list = false
@@ -204,6 +206,12 @@ struct Arguments {
                     throw UsageError(message: "\(flag) needs a whole number from 1 to 16, not \"\(text)\"")
                 }
                 result.connections = count
+            case "--max-connections-per-host":
+                let text = try value(for: flag, inline: inline)
+                guard let count = Int(text), count >= 1 else {
+                    throw UsageError(message: "\(flag) needs a whole number of 1 or more, not \"\(text)\"")
+                }
+                result.connectionsPerHost = count
             case "--naming":
                 switch try value(for: flag, inline: inline) {
                 case "suggested": result.naming = .suggested

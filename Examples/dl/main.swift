@@ -69,6 +69,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.lowestSpeedLimit = arguments.lowestSpeedLimit
     configuration.maximumBytesPerSecond = arguments.overallLimit
     configuration.credentials = arguments.credentials
+    configuration.maximumConnectionsPerHost = arguments.connectionsPerHost
     if ProcessInfo.processInfo.environment["DL_FIRST_REQUEST_CUT"] == "0" { configuration.firstRequestBudget = nil }
 
     if arguments.output == "-" {

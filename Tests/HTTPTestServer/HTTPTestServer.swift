@@ -33,16 +33,16 @@ public final class HTTPTestServer: Sendable {
     private let maximumConnections: Int
     private let maximumRequestsPerConnection: Int
     private let threads = DispatchGroup()
-    private let state = Locked(State())
+    let state = Locked(State())
     private let gates = Gates()
 
-    private struct Waiter: Sendable {
+    struct Waiter: Sendable {
         let id: Int
         let condition: @Sendable (ServerStatistics) -> Bool
         let continuation: CheckedContinuation<Bool, Never>
     }
 
-    private struct State: Sendable {
+    struct State: Sendable {
         var statistics = ServerStatistics()
         var stopping = false
         var connections: [Int: Int32] = [:]
@@ -181,7 +181,7 @@ public final class HTTPTestServer: Sendable {
     var isStopping: Bool { state.withLock { $0.stopping } }
 
     /// Applies `change` to the state and resumes the waiters whose condition now holds.
-    private func update(_ change: (inout State) -> Void) {
+    func update(_ change: (inout State) -> Void) {
         let ready = state.withLock { state -> [Waiter] in
             change(&state)
             guard !state.waiters.isEmpty else { return [] }
@@ -251,6 +251,12 @@ public final class HTTPTestServer: Sendable {
                 $0.statistics.activeRequests += 1
                 $0.statistics.peakActiveRequests = max($0.statistics.peakActiveRequests, $0.statistics.activeRequests)
             }
+            if let busy = busyAnswer(to: head) {
+                let keepOpen = write(busy, to: fd) && head.keepAlive
+                update { $0.statistics.activeRequests -= 1 }
+                if !keepOpen || isStopping { return }
+                continue
+            }
             let response = Router.respond(
                 to: head, port: port,
                 counters: { key in
@@ -291,48 +297,6 @@ public final class HTTPTestServer: Sendable {
         let digest = content.md5
         state.withLock { $0.digests[content] = digest }
         return digest
-    }
-
-    /// Reads one request head, keeping any bytes after it in `buffer`. Request bodies are read and discarded.
-    /// - Returns: `nil` at end of stream, on the idle timeout, on a malformed or oversized head, or when stopping.
-    private func readHead(_ fd: Int32, buffer: inout [UInt8]) -> RequestHead? {
-        let terminator: [UInt8] = [13, 10, 13, 10]
-        while true {
-            if let end = buffer.firstRange(of: terminator) {
-                let text = String(decoding: buffer[..<end.lowerBound], as: UTF8.self)
-                buffer.removeSubrange(..<end.upperBound)
-                guard var head = Self.parseHead(text) else { return nil }
-                if let length = head.value("Content-Length").flatMap({ Int($0) }), length > 0 {
-                    while buffer.count < length {
-                        let more = Socket.receive(fd, capacity: 65_536)
-                        if more.isEmpty { return nil }
-                        buffer += more
-                    }
-                    buffer.removeFirst(length)
-                }
-                head.target = head.target.isEmpty ? "/" : head.target
-                return head
-            }
-            guard buffer.count < 65_536, !isStopping else { return nil }
-            let more = Socket.receive(fd, capacity: 65_536)
-            if more.isEmpty { return nil }
-            buffer += more
-        }
-    }
-
-    static func parseHead(_ text: String) -> RequestHead? {
-        let lines = text.components(separatedBy: "\r\n")
-        let requestLine = lines[0].split(separator: " ").map(String.init)
-        guard requestLine.count == 3 else { return nil }
-        var headers: [HeaderField] = []
-        for line in lines.dropFirst() where !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            headers.append(
-                HeaderField(
-                    name: String(line[..<colon]),
-                    value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
-        }
-        return RequestHead(method: requestLine[0], target: requestLine[1], version: requestLine[2], headers: headers)
     }
 
     // MARK: - Writing a response

@@ -60,6 +60,8 @@ public struct ServerStatistics: Sendable {
     public internal(set) var connectionsAccepted = 0
     /// Responses that reached their `stallAfter` and paused, in all.
     public internal(set) var stallsBegun = 0
+    /// Requests answered `503` at once because more than `busyAbove` were being answered, in all.
+    public internal(set) var refusedRequests = 0
 
     /// The requests whose path (without query) is `path`.
     public func requests(path: String) -> [RecordedRequest] {

@@ -130,7 +130,8 @@ final class DLFlagTests: Sendable, DLFileChecks {
             "--help", "--version", "--input-file", "--dir", "-P", "--output", "-O", "--continue", "--max-active",
             "--lifo", "--naming", "--header", "--user-agent", "--retries", "--timeout", "--lowest-speed-limit",
             "--limit-rate", "--max-overall-limit", "--wait", "--md5", "--checksum", "--checksum-file",
-            "--checksum-optional", "--no-md5", "--quiet", "-q", "--list", "--result-log", "Exit status", "130", "143",
+            "--checksum-optional", "--no-md5", "--quiet", "-q", "--list", "--result-log", "--max-connections-per-host",
+            "Exit status", "130", "143",
         ] {
             #expect(help.stdout.contains(flag), "\(flag) is missing from --help")
         }
@@ -146,6 +147,7 @@ final class DLFlagTests: Sendable, DLFileChecks {
             ["--max-overall-limit", "", "http://127.0.0.1:1/a"], ["--timeout", "-1", "http://127.0.0.1:1/a"],
             ["--lowest-speed-limit", "1x", "http://127.0.0.1:1/a"], ["--lifo=yes", "http://127.0.0.1:1/a"],
             ["--user-agent=", "http://127.0.0.1:1/a"], ["-i", "no-such-file"], ["--version=2"],
+            ["--max-connections-per-host", "0", "http://127.0.0.1:1/a"],
         ])
     func usageErrors(arguments: [String]) async throws {
         let outcome = try await DLProcess.run(arguments, in: work)

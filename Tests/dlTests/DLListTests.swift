@@ -118,4 +118,31 @@ final class DLListTests: Sendable, DLFileChecks {
             #expect(try md5(dir.appendingPathComponent("k\(index)")) == content("k\(index)", 20000))
         }
     }
+
+    @Test("A host that serves two at once: every file, no retry spent; --max-connections-per-host 2 never asks a third")
+    func connectionsPerHost() async throws {
+        // nginx `limit_conn 2`: a third request at once is refused with 503; accepted ones are held until one is.
+        let busy = (0..<8).map { server.url("/bytes/h\($0)?size=100000&busyAbove=2&holdUntilBusy=1").absoluteString }
+        try busy.joined(separator: "\n").write(
+            to: work.appendingPathComponent("busy.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "-q", "-j", "8", "--retries", "0", "-i", "busy.txt"], in: work)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        for index in 0..<8 { #expect(try md5(dir.appendingPathComponent("h\(index)")) == content("h\(index)", 100000)) }
+        #expect(server.statistics.refusedRequests >= 1)
+
+        let capped = (0..<6).map { server.url("/bytes/c\($0)?size=60000&rate=300000&busyAbove=2").absoluteString }
+        try capped.joined(separator: "\n").write(
+            to: work.appendingPathComponent("capped.txt"), atomically: true, encoding: .utf8)
+        server.resetStatistics()
+        let limited = try await DLProcess.run(
+            [
+                "--dir", dir.path, "-q", "-j", "6", "--retries", "0", "--max-connections-per-host", "2", "-i",
+                "capped.txt",
+            ],
+            in: work)
+        #expect(limited.status == 0, "\(limited.stderr)")
+        for index in 0..<6 { #expect(try md5(dir.appendingPathComponent("c\(index)")) == content("c\(index)", 60000)) }
+        #expect(server.statistics.refusedRequests == 0, "never a third request at once")
+    }
 }

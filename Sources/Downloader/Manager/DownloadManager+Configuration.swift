@@ -53,6 +53,14 @@ extension DownloadManager {
         public var lowestSpeedInterval: TimeInterval
         /// Connections per download when its options do not say (`DownloadOptions.connections`), 1...16. Default 1.
         public var connectionsPerDownload: Int
+        /// The most requests in flight to one host (scheme, name and port) over all downloads, at least 1 (curl's
+        /// `--parallel-max-host`); the rest wait for a turn, the oldest download's first. Default `nil`: no cap.
+        ///
+        /// Whatever the cap, a host that answers `503` or `429` while others to it are in flight is taken to mean
+        /// "too many" (nginx `limit_conn`, a CDN's per-client limit): that host gets as many as it was serving, the
+        /// refused request waits for a turn (and the `Retry-After`, up to 60 s) without spending its download's
+        /// retries, and every 10 s without a refusal the host gets one more, up to the number it refused.
+        public var maximumConnectionsPerHost: Int?
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
         /// Default 4 MiB.
         public var windowSize: Int

@@ -160,11 +160,13 @@ public actor DownloadManager {
                 // Room for every active download's segments at 4 connections (or the default, if more); beyond
                 // that libcurl queues a request until a connection to its host is free.
                 maximumConnectionsPerHost: max(
-                    6, configuration.maximumActiveDownloads * max(4, configuration.connectionsPerDownload) + 2),
+                    6, configuration.maximumActiveDownloads * max(4, configuration.connectionsPerDownload) + 2,
+                    configuration.maximumConnectionsPerHost ?? 0),
                 lowestSpeed: configuration.lowestSpeedLimit.map {
                     (Double($0), max(0.1, configuration.lowestSpeedInterval))
                 }, userAgent: configuration.userAgent, prepareRequest: configuration.prepareRequest,
-                credentials: HostCredentials(configuration.credentials)))
+                credentials: HostCredentials(configuration.credentials),
+                connectionCap: configuration.maximumConnectionsPerHost))
         runner = TransferRunner(
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),

@@ -32,9 +32,12 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var prepareRequest: (@Sendable (URLRequest) async throws -> URLRequest)?
         /// Credentials for hosts that ask for Basic authentication (see `SessionBridge+Authentication`).
         var credentials = HostCredentials()
+        /// The most requests in flight to one host over all downloads (`ConnectionGate`); `nil`: no cap, only
+        /// refusals ("too many") lower a host's.
+        var connectionCap: Int?
     }
 
-    private struct Entry {
+    struct Entry {
         let task: URLSessionDataTask
         let sink: any TransferSink
         let originalURL: URL
@@ -53,15 +56,17 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var request = RequestState()
     }
 
-    private struct State {
+    struct State {
         var entries: [Int: Entry] = [:]
         var invalidated = false
         var warm: WarmConnections
     }
 
     let configuration: Configuration
-    private let state: Locked<State>
+    let state: Locked<State>
     let authentication = Locked(AuthenticationState())
+    /// Requests wait here for a connection to their host (`SessionBridge+Hosts`).
+    let gate: ConnectionGate
     private let controlQueue = DispatchQueue(label: "Downloader.SessionBridge.control")
     private let delegateQueue: OperationQueue
     private let watchdog: DispatchSourceTimer
@@ -72,6 +77,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
         state = Locked(State(warm: WarmConnections(capacity: configuration.maximumConnectionsPerHost)))
+        gate = ConnectionGate(cap: configuration.connectionCap)
         delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
         delegateQueue.name = "Downloader.SessionBridge.delegate"
@@ -94,17 +100,13 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         watchdog.resume()
     }
 
-    /// Performs one request, delivering its events to `sink`.
-    /// - Parameters:
-    ///   - unprepared: the request (headers complete); it goes out with the `User-Agent` and through
-    ///     `Configuration.prepareRequest`.
-    ///   - sink: receives the response and body on the delegate queue.
-    /// - Returns: how it ended. Cancelling the calling task closes the request and returns `.cancelled`.
-    func perform(_ unprepared: URLRequest, sink: any TransferSink) async -> RequestEnd {
+    /// Performs one request, answering a Basic challenge once when credentials are known (see `perform`).
+    /// - Returns: how it ended, and the last task's identifier (`nil` when it never became a task).
+    func performAuthorized(_ unprepared: URLRequest, sink: any TransferSink) async -> (end: RequestEnd, id: Int?) {
         let answers = !configuration.credentials.isEmpty
         let (end, id) = await performOnce(authorizingIfKnown(unprepared), sink: sink, answersChallenge: answers)
-        guard answers, let id, let retry = answer(toChallengeOf: id, for: unprepared) else { return end }
-        return await performOnce(retry, sink: sink, answersChallenge: false).end
+        guard answers, let id, let retry = answer(toChallengeOf: id, for: unprepared) else { return (end, id) }
+        return await performOnce(retry, sink: sink, answersChallenge: false)
     }
 
     /// Performs one request as it is (see `perform`).
@@ -253,6 +255,12 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             completionHandler(.cancel)
             return
         }
+        if refusesAsTooMany(response, taskIdentifier: id) {
+            // Asked again by `perform` when the host has room: the sink never hears of this response.
+            close(taskIdentifier: id, with: .cancelled)
+            completionHandler(.cancel)
+            return
+        }
         if let end = sink.receive(response: response) {
             close(taskIdentifier: id, with: end)
             completionHandler(.cancel)
@@ -346,54 +354,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             // cancelled (the redirect is in flight), so the handler is safe to call.
             close(taskIdentifier: id, with: end)
             completionHandler(nil)
-        }
-    }
-
-    // MARK: - Watchdog
-
-    /// Closes requests that received nothing for `stallTimeout` (or less than the lowest speed over its interval),
-    /// and releases callers of closed requests whose completion never came (5 s after the close).
-    private func checkForStalls() {
-        let limit = UInt64(configuration.stallTimeout * 1e9)
-        let grace: UInt64 = 5_000_000_000
-        let now = DispatchTime.now().uptimeNanoseconds
-        let lowestSpeed = configuration.lowestSpeed
-        let (stalled, abandoned) = state.withLock { state -> ([(Int, DownloadError)], [Entry]) in
-            var stalled: [(Int, DownloadError)] = []
-            var abandoned: [Entry] = []
-            for (id, var entry) in state.entries {
-                if entry.request.isOpen {
-                    if now > entry.lastActivity && now - entry.lastActivity > limit {
-                        stalled.append((id, .stalled(entry.originalURL, seconds: configuration.stallTimeout)))
-                    } else if let lowestSpeed, now > entry.speedIntervalStart,
-                        Double(now - entry.speedIntervalStart) >= lowestSpeed.seconds * 1e9
-                    {
-                        if Double(entry.speedIntervalBytes) < lowestSpeed.bytesPerSecond * lowestSpeed.seconds {
-                            stalled.append(
-                                (
-                                    id,
-                                    .tooSlow(
-                                        entry.originalURL, bytesPerSecond: lowestSpeed.bytesPerSecond,
-                                        seconds: lowestSpeed.seconds)
-                                ))
-                        } else {
-                            entry.speedIntervalStart = now
-                            entry.speedIntervalBytes = 0
-                            state.entries[id] = entry
-                        }
-                    }
-                } else if let closedAt = entry.request.closedAt, now > closedAt && now - closedAt > grace {
-                    abandoned.append(entry)
-                    state.entries[id] = nil
-                }
-            }
-            return (stalled, abandoned)
-        }
-        for (id, error) in stalled {
-            close(taskIdentifier: id, with: .failed(error))
-        }
-        for entry in abandoned {
-            entry.continuation?.resume(returning: entry.request.pendingEnd ?? .cancelled)
         }
     }
 }

@@ -33,7 +33,7 @@ extension Transfer {
             grownWindowLimit: window.unwrittenLimit,
             sameVersionOnly: window.sameVersionOnly,
             firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
-        let end = await bridge.perform(request, sink: sink)
+        let end = await bridge.perform(request, sink: sink, rank: rank)
         // The request has ended: the network side is the machine's again.
         let report = StateMachine.Report(
             position: sink.position, respondingURL: sink.respondingURL, isWholeStream: sink.isWholeStream,

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -88,6 +89,9 @@ final class Transfer: Sendable {
     /// Told when bytes on disk could not be trusted and were not used (the download goes on without them).
     let warn: @Sendable (String) -> Void
     private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
+    /// When the transfer was made (uptime nanoseconds): its requests' rank at a host's connection gate, so that an
+    /// older download's next window goes before a newer one's (`SessionBridge.perform`).
+    let rank = DispatchTime.now().uptimeNanoseconds
 
     /// Creates a transfer; nothing happens until `run()`.
     /// - Parameters:

@@ -1,0 +1,173 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// The per-host connection rules without a socket: the cap, rank order, "too many" and its recovery, and seeded
+/// random sequences checked against invariants.
+@Suite("HostConnections")
+struct HostConnectionsTests {
+    let host = "http://a:80"
+    let second: UInt64 = 1_000_000_000
+
+    /// `#expect` for a condition that calls a `mutating` method (the macro cannot capture one).
+    func check(_ condition: Bool, _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(condition, comment, sourceLocation: sourceLocation)
+    }
+
+    @Test("Requests beyond the cap wait and go, one per finished request, in rank order")
+    func capAndRankOrder() {
+        var connections = HostConnections(cap: 2)
+        check(connections.request(1, host: host, rank: 10, now: 0) == .go)
+        check(connections.request(2, host: host, rank: 10, now: 0) == .go)
+        check(connections.request(3, host: host, rank: 30, now: 0) == .wait)
+        check(connections.request(4, host: host, rank: 20, now: 0) == .wait)
+        // Another host is not counted with this one.
+        check(connections.request(5, host: "http://b:80", rank: 40, now: 0) == .go)
+        check(connections.finished(host: host, now: 0) == [4], "the older download's request first")
+        check(connections.finished(host: host, now: 0) == [3])
+        check(connections.finished(host: host, now: 0) == [])
+        check(connections.finished(host: host, now: 0) == [])
+        check(connections.finished(host: "http://b:80", now: 0) == [])
+        #expect(connections.hosts.isEmpty, "idle hosts are forgotten")
+    }
+
+    @Test("Without a cap everything goes; a 503 alone is not \"too many\", a 503 beside others is")
+    func tooMany() {
+        var connections = HostConnections(cap: nil, recoveryInterval: 10 * second)
+        for ticket in 1...5 { check(connections.request(ticket, host: host, rank: 0, now: 0) == .go) }
+        check(connections.refused(host: host, now: 0), "four others were in flight")
+        #expect(connections.limit(of: host) == 4)
+        check(connections.finished(host: host, now: 0) == [])
+        check(connections.request(6, host: host, rank: 0, now: 0) == .wait, "the refused request asks again")
+        check(connections.refused(host: host, now: 0))
+        #expect(connections.limit(of: host) == 3)
+        check(connections.finished(host: host, now: 0) == [])
+        check(connections.request(7, host: host, rank: 0, now: 0) == .wait)
+        check(connections.finished(host: host, now: 1) == [6], "a turn frees as a served request ends")
+        // Alone on its host, a refusal is the server's answer to it: the download's retry rules take it.
+        var alone = HostConnections(cap: nil)
+        check(alone.request(1, host: host, rank: 0, now: 0) == .go)
+        check(!alone.refused(host: host, now: 0))
+        #expect(alone.limit(of: host) == nil)
+    }
+
+    @Test("A lowered limit rises by one per interval without a refusal, up to the number refused, then is forgotten")
+    func recovery() {
+        var connections = HostConnections(cap: nil, recoveryInterval: 10 * second)
+        for ticket in 1...3 { check(connections.request(ticket, host: host, rank: 0, now: 0) == .go) }
+        check(connections.refused(host: host, now: 0))
+        #expect(connections.limit(of: host) == 2)
+        check(connections.finished(host: host, now: 0) == [])
+        check(connections.request(4, host: host, rank: 0, now: 0) == .wait)
+        check(connections.tick(now: 9 * second) == [])
+        check(connections.tick(now: 10 * second) == [4], "the limit rose to 3, the number refused: forgotten")
+        #expect(connections.limit(of: host) == nil)
+        // With a cap, the lowered limit never exceeds it.
+        var capped = HostConnections(cap: 2, recoveryInterval: second)
+        check(capped.request(1, host: host, rank: 0, now: 0) == .go)
+        check(capped.request(2, host: host, rank: 0, now: 0) == .go)
+        check(capped.refused(host: host, now: 0))
+        #expect(capped.limit(of: host) == 1)
+        check(capped.tick(now: 5 * second) == [])
+        #expect(capped.limit(of: host) == 2)
+    }
+
+    @Test("A waiting request that gives up leaves the queue; one that went already does not")
+    func withdraw() {
+        var connections = HostConnections(cap: 1)
+        check(connections.request(1, host: host, rank: 0, now: 0) == .go)
+        check(connections.request(2, host: host, rank: 0, now: 0) == .wait)
+        check(connections.request(3, host: host, rank: 0, now: 0) == .wait)
+        check(connections.withdraw(2))
+        check(!connections.withdraw(2))
+        check(!connections.withdraw(1), "it went: its caller owes a finished")
+        check(connections.finished(host: host, now: 0) == [3])
+    }
+
+    @Test("Seeded random sequences: never more in flight than the limit allows, nobody left waiting at the end")
+    func randomSequences() {
+        let seeds =
+            ProcessInfo.processInfo.environment["DOWNLOADER_HOSTS_SEED"].flatMap { UInt64($0) }.map { [$0] }
+            ?? Array(1...50)
+        var problems: [String] = []
+        for seed in seeds {
+            var random = SeededGenerator(seed: seed)
+            let cap = Bool.random(using: &random) ? Int.random(in: 1...4, using: &random) : nil
+            var connections = HostConnections(cap: cap, recoveryInterval: 5)
+            let hosts = ["h0", "h1", "h2"]
+            var inFlight: [String: Int] = [:]
+            var waiting: [HostConnections.Ticket: String] = [:]
+            var now: UInt64 = 0
+            var nextTicket = 0
+            /// Counts tickets that went; `host`, when given, is the only host they may belong to.
+            func admitted(_ tickets: [HostConnections.Ticket], of host: String? = nil) {
+                for ticket in tickets {
+                    let owner = waiting.removeValue(forKey: ticket)
+                    if owner == nil || (host != nil && owner != host) {
+                        problems.append("seed \(seed): a ticket not waiting there")
+                    }
+                    if let owner {
+                        inFlight[owner, default: 0] += 1
+                        if inFlight[owner, default: 0] > (connections.limit(of: owner) ?? .max) {
+                            problems.append("seed \(seed): a waiting request went over the limit")
+                        }
+                    }
+                }
+            }
+            for _ in 0..<300 {
+                now += UInt64.random(in: 0...3, using: &random)
+                let host = hosts.randomElement(using: &random)!
+                switch Int.random(in: 0..<10, using: &random) {
+                case 0..<4:
+                    let ticket = nextTicket
+                    nextTicket += 1
+                    let before = inFlight[host, default: 0]
+                    if connections.request(ticket, host: host, rank: UInt64.random(in: 0...3, using: &random), now: now)
+                        == .go
+                    {
+                        if before >= (connections.limit(of: host) ?? .max) {
+                            problems.append("seed \(seed): over the limit")
+                        }
+                        inFlight[host, default: 0] += 1
+                    } else {
+                        waiting[ticket] = host
+                    }
+                case 4..<7 where inFlight[host, default: 0] > 0:
+                    inFlight[host, default: 0] -= 1
+                    admitted(connections.finished(host: host, now: now), of: host)
+                case 7 where inFlight[host, default: 0] > 0:
+                    let tooMany = connections.refused(host: host, now: now)
+                    if tooMany != (inFlight[host, default: 0] > 1) {
+                        problems.append("seed \(seed): too many misjudged")
+                    }
+                case 8:
+                    if let ticket = waiting.keys.randomElement(using: &random) {
+                        if !connections.withdraw(ticket) { problems.append("seed \(seed): a waiting ticket unknown") }
+                        waiting[ticket] = nil
+                    }
+                default:
+                    admitted(connections.tick(now: now))
+                }
+                for host in hosts where waiting.values.contains(host) {
+                    // Someone waits only while the host is full.
+                    if inFlight[host, default: 0] < (connections.limit(of: host) ?? .max) {
+                        problems.append("seed \(seed): \(host) has a request waiting with room")
+                    }
+                }
+            }
+            // Everything in flight ends: every waiting request goes in turn, and then ends too.
+            for host in hosts {
+                while inFlight[host, default: 0] > 0 {
+                    inFlight[host, default: 0] -= 1
+                    admitted(connections.finished(host: host, now: now), of: host)
+                }
+            }
+            if !waiting.isEmpty { problems.append("seed \(seed): \(waiting.count) requests never went") }
+            if !connections.tick(now: now + 1_000).isEmpty { problems.append("seed \(seed): a late admission") }
+        }
+        // Collected rather than expected one by one: thousands of `#expect` calls hold a pool thread for long.
+        #expect(problems.isEmpty, "\(problems.prefix(5)) (replay one with DOWNLOADER_HOSTS_SEED=N)")
+    }
+}

@@ -1,0 +1,33 @@
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+extension HTTPTestServer {
+    /// The longest an accepted request waits for a refusal (`holdUntilBusy`), in seconds.
+    static let longestBusyHold = 10.0
+
+    /// A server that serves only so many requests at once, like nginx's `limit_conn`: with the query option
+    /// `busyAbove=N`, a request that finds more than N being answered (itself included) gets `503` at once, and with
+    /// `holdUntilBusy=1` an accepted one waits until some request was refused (at most `longestBusyHold`), so that a
+    /// test sees the overlap without depending on timing.
+    /// - Returns: the `503` for a refused request; `nil` for an accepted one, after its hold.
+    func busyAnswer(to head: RequestHead) -> Response? {
+        guard let limit = head.query["busyAbove"].flatMap({ Int($0) }) else { return nil }
+        var refused = false
+        update { state in
+            guard state.statistics.activeRequests > limit else { return }
+            state.statistics.refusedRequests += 1
+            refused = true
+        }
+        if refused { return .text(503, "too many connections\n") }
+        if head.query["holdUntilBusy"] == "1" {
+            let deadline = Date().addingTimeInterval(Self.longestBusyHold)
+            while state.withLock({ $0.statistics.refusedRequests == 0 }), Date() < deadline, !isStopping {
+                usleep(2_000)
+            }
+        }
+        return nil
+    }
+}
