@@ -84,4 +84,27 @@ final class DownloadManagerHostLimitTests: Sendable {
         #expect(server.statistics.requests(path: "/bytes/alone").count == 1, "not asked again")
         await manager.shutdown()
     }
+
+    @Test("A download waiting for its host's turn is suspended at once, without a request, while the other runs on")
+    func suspendWhileWaitingForATurn() async throws {
+        let manager = try makeManager(maximumActive: 4, retryLimit: 0, connectionsPerHost: 1)
+        // The first holds the host's only turn: its body stalls after 1,000 bytes for up to 60 s.
+        let holder = server.url("/bytes/holder?size=100000&stallAfter=1000&stall=60")
+        let waiting = server.url("/bytes/waiting?size=1000")
+        await manager.enqueue(holder)
+        #expect(await server.waitUntil { $0.stallsBegun >= 1 })
+        let outcome = Task { try await manager.download(waiting) }
+        // Active for the manager, but its request waits at the gate.
+        let deadline = ContinuousClock.now + .seconds(30)
+        while await manager.receipt(for: waiting)?.state != .downloading, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))  // polling a state with a deadline, not a delay
+        }
+        await manager.suspend(waiting)
+        await #expect(throws: DownloadError.suspended) { try await outcome.value }
+        // It ended while the holder still stalls: the wait was cut, not served.
+        #expect(server.statistics.stallsBegun == 1 && server.statistics.activeRequests == 1)
+        #expect(server.statistics.requests(path: "/bytes/waiting").isEmpty, "never asked")
+        #expect(await manager.receipt(for: holder)?.state == .downloading)
+        await manager.shutdown()
+    }
 }
