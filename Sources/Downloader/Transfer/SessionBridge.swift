@@ -120,7 +120,12 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         case .success(let prepared): request = prepared
         case .failure(let preparation): return (preparation.end, nil)
         }
-        let task: URLSessionDataTask = session.dataTask(with: request)
+        // `dataTask(with:)` waits for the session's internal queue (corelibs), which a cancel or a busy transfer can
+        // hold for long: made on the control queue, never on one of the few cooperative threads.
+        let session = self.session!
+        let task = await withCheckedContinuation { (made: CheckedContinuation<URLSessionDataTask, Never>) in
+            controlQueue.async { made.resume(returning: session.dataTask(with: request)) }
+        }
         let id = task.taskIdentifier
         let end = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<RequestEnd, Never>) in
