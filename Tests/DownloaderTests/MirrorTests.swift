@@ -17,7 +17,7 @@ final class MirrorTests: Sendable {
     }
 
     deinit {
-        mirrorServer.stop()
+        mirrorServer.stopInBackground()
     }
 
     func makeManager(connections: Int = 1) throws -> DownloadManager {

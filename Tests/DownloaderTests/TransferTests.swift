@@ -26,7 +26,7 @@ final class TransferTests: Sendable {
     }
 
     deinit {
-        server.stop()
+        server.stopInBackground()
         temporary.remove()
     }
 

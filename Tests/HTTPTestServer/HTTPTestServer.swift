@@ -178,6 +178,12 @@ public final class HTTPTestServer: Sendable {
         for waiter in waiters { waiter.continuation.resume(returning: waiter.condition(statistics)) }
     }
 
+    /// `stop()` on a thread of its own, for a `deinit`: waiting for the connection threads (up to 10 s) on one of
+    /// the few cooperative threads would stall every other test of the suite meanwhile.
+    public func stopInBackground() {
+        Thread { self.stop() }.start()
+    }
+
     var isStopping: Bool { state.withLock { $0.stopping } }
 
     /// Applies `change` to the state and resumes the waiters whose condition now holds.

@@ -15,7 +15,7 @@ public final class TestWorkspace: Sendable {
     }
 
     deinit {
-        server.stop()
+        server.stopInBackground()
         try? FileManager.default.removeItem(at: directory)
     }
 }

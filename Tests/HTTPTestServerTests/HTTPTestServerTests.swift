@@ -18,7 +18,7 @@ final class HTTPTestServerTests {
     }
 
     deinit {
-        server.stop()
+        server.stopInBackground()
     }
 
     // MARK: - Honest behaviour

@@ -12,10 +12,12 @@ import HTTPTestServer
 final class DLProcess: @unchecked Sendable {
     struct Outcome: Sendable {
         let status: Int32
-        let stdout: String
         let stderr: String
         /// stdout as bytes (`dl -O -` writes a file's bytes there).
         var stdoutData = Data()
+        /// stdout as text, decoded when asked: decoding a streamed file of tens of MiB held a cooperative thread
+        /// for a minute in a debug build.
+        var stdout: String { String(decoding: stdoutData, as: UTF8.self) }
 
         var lines: [String] { stdout.split(separator: "\n").map(String.init) }
     }
@@ -70,7 +72,8 @@ final class DLProcess: @unchecked Sendable {
             if String(decoding: process.output.stderr, as: UTF8.self).contains(text) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return false
+        // Once more: a wake-up that came late (a busy machine) must not miss what arrived meanwhile.
+        return String(decoding: process.output.stderr, as: UTF8.self).contains(text)
     }
 
     /// Waits until the process has written `text` to stdout, or the deadline passed (then `false`).
@@ -80,7 +83,7 @@ final class DLProcess: @unchecked Sendable {
             if String(decoding: process.output.stdout, as: UTF8.self).contains(text) { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return false
+        return String(decoding: process.output.stdout, as: UTF8.self).contains(text)
     }
 
     /// Waits until the process has printed `count` lines to stdout, or the deadline passed (then `false`).
@@ -91,7 +94,7 @@ final class DLProcess: @unchecked Sendable {
             if printed >= count { return true }
             try? await Task.sleep(for: .milliseconds(20))
         }
-        return false
+        return process.output.stdout.filter { $0 == UInt8(ascii: "\n") }.count >= count
     }
 
     /// Sends `signal` if the process has not exited: once it is reaped, its pid may be another process's, even a
@@ -120,9 +123,7 @@ final class DLProcess: @unchecked Sendable {
         let process = self.process
         let status = await RawHTTPClient.onThread { process.waitUntilExit() }
         let (out, err) = process.output
-        return Outcome(
-            status: status, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self),
-            stdoutData: out)
+        return Outcome(status: status, stderr: String(decoding: err, as: UTF8.self), stdoutData: out)
     }
 
     /// Runs `dl` to the end.

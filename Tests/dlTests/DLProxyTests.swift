@@ -19,7 +19,7 @@ final class DLProxyTests: Sendable {
     }
 
     deinit {
-        proxy.stop()
+        proxy.stopInBackground()
     }
 
     func run(_ arguments: [String], noProxy: String = "") async throws -> DLProcess.Outcome {

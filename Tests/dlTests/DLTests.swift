@@ -136,7 +136,8 @@ final class DLTests: Sendable {
                 $0.hasSuffix(".state")
             })
         {
-            usleep(1_000)  // polling an event with a deadline, not a delay
+            // Polling an event with a deadline, not a delay; asleep without holding a cooperative thread.
+            try await Task.sleep(for: .milliseconds(1))
         }
         first.send(SIGKILL)
         let killed = await first.wait()
