@@ -47,11 +47,11 @@ struct ReceiptBookTests {
         #expect(rest == Array(stride(from: 50, to: 200, by: 5)) + [200])
     }
 
-    @Test("Seeded random inserts, removals and pages: every page is the model's next slice")
+    @Test("Seeded random inserts, removals and pages: every page is the model's next slice; identifiers find keys")
     func seededPaging() {
         for seed in UInt64(1)...50 {
             var random = SplitMix(seed: seed)
-            var book = ReceiptBook<Int>()
+            var book = ReceiptBook<Int>(identify: { "id\($0)" })
             var model: [Int] = []  // live keys in insertion order
             var next = 0
             for _ in 0..<300 {
@@ -68,6 +68,8 @@ struct ReceiptBookTests {
             }
             let limit = Int(random.next() % 9) + 1
             #expect(Self.pages(book, limit: limit).flatMap { $0 } == model, "seed \(seed)")
+            // Every live key by its identifier, and no removed one.
+            #expect((0..<next).filter { book.key(identifiedBy: "id\($0)") != nil } == model.sorted(), "seed \(seed)")
         }
     }
 }

@@ -77,7 +77,7 @@ public actor DownloadManager {
     let fileWork = FileWorkQueue()
 
     var machine: Machine
-    var book = ReceiptBook<URL>()
+    var book = ReceiptBook<URL>(identify: DownloadDirectory.key(for:))
     var transfers: [URL: RunningTransfer] = [:]
     /// What each generation produced, until the machine says whether it is the download's file.
     var results: [URL: (generation: Machine.Generation, result: TransferResult)] = [:]
@@ -280,6 +280,11 @@ public actor DownloadManager {
     /// The receipt of a URL, if the manager knows it.
     public func receipt(for url: URL) -> DownloadReceipt? {
         book[url.withoutCredentials]?.receipt
+    }
+
+    /// The receipt whose `DownloadReceipt.identifier` is `identifier`, if the manager knows that download.
+    public func receipt(identifiedBy identifier: String) -> DownloadReceipt? {
+        book.key(identifiedBy: identifier).flatMap { book[$0]?.receipt }
     }
 
     /// Every receipt, in the order the downloads were first requested. For many downloads, `receipts(after:limit:)`

@@ -26,20 +26,36 @@ struct ReceiptBook<Key: Hashable> {
     private var serials: [Int] = []
     private var nextSerial = 0
     private var position: [Key: Int] = [:]
+    /// Keys by their identifier (`DownloadReceipt.identifier`), kept when `identify` is given.
+    private var identified: [String: Key] = [:]
+    private let identify: (@Sendable (Key) -> String)?
+
+    /// Creates an empty book.
+    /// - Parameter identify: a key's identifier, for `key(identifiedBy:)`; `nil` keeps no such index.
+    init(identify: (@Sendable (Key) -> String)? = nil) {
+        self.identify = identify
+    }
 
     var count: Int { records.count }
+
+    /// The key whose identifier is `identifier`, if it is in the book.
+    func key(identifiedBy identifier: String) -> Key? {
+        identified[identifier]
+    }
 
     subscript(key: Key) -> ReceiptRecord? {
         get { records[key] }
         set {
             if let newValue {
                 if records.updateValue(newValue, forKey: key) == nil {
+                    if let identify { identified[identify(key)] = key }
                     position[key] = order.count
                     order.append(key)
                     serials.append(nextSerial)
                     nextSerial += 1
                 }
             } else if records.removeValue(forKey: key) != nil, let index = position.removeValue(forKey: key) {
+                if let identify { identified[identify(key)] = nil }
                 order[index] = nil
                 compactIfSparse()
             }

@@ -23,6 +23,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The delay the server asked for in `Retry-After`, in seconds, when it sent one.
     public private(set) var retryAfter: TimeInterval?
 
+    /// The kind as a stable name, for logs, JSON and APIs: the name of the static member it equals
+    /// (`"checksumMismatch"` for `.checksumMismatch`). Names are never renamed; new kinds may be added.
+    public var kind: String { code.rawValue }
+
     private init(
         _ code: Code, url: URL? = nil, reason: String = "", statusCode: Int? = nil,
         underlying: (any Error & Sendable)? = nil

@@ -30,12 +30,17 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
 
     public var id: URL { url }
 
+    /// A stable name of the download: 32 lowercase hex digits (the MD5 of its URL without credentials), the same in
+    /// every process and after a restart, safe in a URL path and a file name. Find the download again with
+    /// `DownloadManager.receipt(identifiedBy:)`.
+    public var identifier: String { DownloadDirectory.key(for: url) }
+
     /// The file's MD5 as 32 lowercase hex digits, when it was hashed with MD5.
     public var md5: String? { checksum?.algorithm == .md5 ? checksum?.hexString : nil }
 
     private enum CodingKeys: String, CodingKey {
         case url, filename, fileURL, state, totalBytesWritten, totalBytesExpectedToWrite, checksum, verification, md5
-        case error
+        case error, identifier
     }
 
     /// Creates a receipt.
@@ -82,6 +87,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         try container.encodeIfPresent(checksum, forKey: .checksum)
         try container.encodeIfPresent(verification, forKey: .verification)
         try container.encodeIfPresent(error, forKey: .error)
+        try container.encode(identifier, forKey: .identifier)
     }
 
     /// From 0 to 1; 0 while the size is unknown (1 once completed).
