@@ -42,6 +42,32 @@ final class DownloadDirectoryStateTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("make(configuration:) waits for the directory without a thread, gives up at its timeout, stops when cancelled")
+    func makeWaitsWithoutAThread() async throws {
+        let first = try DownloadManager(configuration: configuration())
+        var brief = configuration()
+        brief.directoryLockTimeout = 0.2
+        await #expect(throws: DownloadError.directoryLocked) { try await DownloadManager.make(configuration: brief) }
+
+        var forever = configuration()
+        forever.directoryLockTimeout = .infinity
+        let abandoned = forever
+        let cancelled = Task { try await DownloadManager.make(configuration: abandoned) }
+        cancelled.cancel()
+        await #expect(throws: CancellationError.self) { try await cancelled.value }
+
+        var patient = configuration()
+        patient.directoryLockTimeout = 300  // a deadline: the first manager lets go below
+        let waiting = patient
+        let second = Task { try await DownloadManager.make(configuration: waiting) }
+        let url = server.url("/bytes/made?size=1000")
+        _ = try await first.download(url)
+        await first.shutdown()
+        let manager = try await second.value
+        #expect(await manager.receipt(for: url)?.state == .completed, "the next owner finds the first one's receipts")
+        await manager.shutdown()
+    }
+
     @Test("State files and folders are private from the moment they exist, whatever the umask")
     func privateFromCreation() async throws {
         let old = umask(0)
