@@ -42,7 +42,8 @@ final class DownloadDirectoryStateTests: Sendable {
         await manager.shutdown()
     }
 
-    @Test("make(configuration:) waits for the directory without a thread, gives up at its timeout, stops when cancelled")
+    @Test(
+        "make(configuration:) waits for the directory without a thread, gives up at its timeout, stops when cancelled")
     func makeWaitsWithoutAThread() async throws {
         let first = try DownloadManager(configuration: configuration())
         var brief = configuration()
