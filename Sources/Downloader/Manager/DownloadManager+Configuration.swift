@@ -61,6 +61,11 @@ extension DownloadManager {
         /// refused request waits for a turn (and the `Retry-After`, up to 60 s) without spending its download's
         /// retries, and every 10 s without a refusal the host gets one more, up to the number it refused.
         public var maximumConnectionsPerHost: Int?
+        /// Called with a `DownloadLogRecord` for what the manager decides or notices — state changes, retries and
+        /// their reasons, warnings (a mirror taken, bytes on disk not trusted, a conflicting request), removals, a
+        /// journal that cannot be saved — on the manager's actor, in order: keep it quick (a logger's `log` call).
+        /// Progress is not logged. Default `nil`.
+        public var log: (@Sendable (DownloadLogRecord) -> Void)?
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
         /// Default 4 MiB.
         public var windowSize: Int
@@ -116,6 +121,7 @@ extension DownloadManager {
             stateDirectory = nil
             directoryLockTimeout = 0
             removesStateWhenFinished = false
+            log = nil
         }
     }
 }

@@ -57,6 +57,7 @@ extension DownloadManager {
     /// Tells every subscriber that follows the event's download, or every download; a download's own streams end
     /// with its completion, failure or removal.
     func emit(_ event: DownloadEvent) {
+        if let log = configuration.log, let record = DownloadLogRecord(event) { log(record) }
         let url = event.url
         let ends: Bool
         switch event {
