@@ -58,7 +58,7 @@ struct ErrorClassificationTests {
         "An untrusted certificate fails at once, not after the retries, with libcurl's reason, the next step and the URLError",
         .enabled(if: TLSServer.isAvailable))
     func untrustedCertificate() async throws {
-        let tls = try TLSServer()
+        let tls = try await onThread { try TLSServer() }  // key generation and a wait: off the cooperative threads
         defer { tls.stop() }
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
