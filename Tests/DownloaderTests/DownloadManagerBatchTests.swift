@@ -137,13 +137,20 @@ final class DownloadManagerBatchTests: Sendable {
     @Test("The same list after a restart fetches no completed file again (a HEAD each at most)")
     func rerunFetchesNothingTwice() async throws {
         let list = requests("r", count: 12)
+        func gets(_ request: DownloadRequest) -> Int {
+            server.requests.filter { $0.method == "GET" && $0.target == request.url.relativeTarget }.count
+        }
+        var first: [Int] = []
         for round in 0..<2 {
             let manager = try makeManager()
             for await outcome in manager.download(list) { _ = try outcome.result.get() }
             await manager.shutdown()
-            for request in list {
-                let gets = server.requests.filter { $0.method == "GET" && $0.target == request.url.relativeTarget }
-                #expect(gets.count == 1, "round \(round): \(request.url)")
+            if round == 0 {
+                // At least one GET each (more only if a request was retried, e.g. a stall on a loaded machine).
+                first = list.map(gets)
+                #expect(first.allSatisfy { $0 >= 1 })
+            } else {
+                #expect(list.map(gets) == first, "the rerun fetched a completed file again")
             }
         }
     }

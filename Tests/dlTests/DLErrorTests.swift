@@ -38,7 +38,8 @@ final class DLErrorTests: Sendable {
         "An untrusted certificate fails at once with libcurl's reason and how to trust a CA",
         .enabled(if: TLSServer.isAvailable))
     func untrustedCertificate() async throws {
-        let tls = try await RawHTTPClient.onThread { Result { try TLSServer() } }.get()  // key generation and a wait: off the pool
+        // Key generation and a wait for openssl: off the cooperative threads.
+        let tls = try await RawHTTPClient.onThread { Result { try TLSServer() } }.get()
         defer { tls.stop() }
         let outcome = try await DLProcess.run(
             ["--retries", "5", "--dir", work.path, "https://127.0.0.1:\(tls.port)/file.bin"], in: work)

@@ -23,7 +23,7 @@ final class DLListTests: Sendable, DLFileChecks {
         process.writeInput(server.url("/bytes/p1?size=2000").absoluteString + "\n\n# more later\n")
         // The pipe is still open: dl must not wait for its end to start. (p1's entry is complete only when the next
         // URL line or the end arrives: option lines may follow it.)
-        #expect(await process.waitForStdout(lines: 1, timeout: .seconds(30)))
+        #expect(await process.waitForStdout(lines: 1, timeout: .seconds(120)))
         process.writeInput(server.url("/bytes/p2?size=2000").absoluteString + "\n")
         process.writeInput(server.url("/bytes/p3?size=2000").absoluteString)  // no newline at the end
         process.closeInput()

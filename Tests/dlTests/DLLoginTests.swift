@@ -86,8 +86,9 @@ final class DLLoginTests: Sendable, DLFileChecks {
         let environment = try home(netrc: "machine 127.0.0.1 login alice password hunter2\n")
         // The first run is stopped by SIGTERM once 100 KB were sent: the response then pauses (a minute) first.
         let url = server.url(
-            "/bytes/big.bin?size=400000&auth=alice:hunter2&stallAfter=100000&stall=60&stallCount=1&stallReached=1")
-        let process = try DLProcess(["-q", "-d", "r", url.absoluteString], in: work, environment: environment)
+            "/bytes/big.bin?size=400000&auth=alice:hunter2&stallAfter=100000&stall=300&stallCount=1&stallReached=1")
+        let process = try DLProcess(
+            ["-q", "-T", "300", "-d", "r", url.absoluteString], in: work, environment: environment)
         #expect(await server.waitUntil { $0.stallsBegun >= 1 })
         process.send(SIGTERM)
         let first = await process.wait()

@@ -100,10 +100,11 @@ final class DLStateTests: Sendable {
         let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         let planted = server.url("/bytes/planted?size=2000&filename=\(encoded)")
         let direct = server.url("/bytes/receipts.json?size=1500")
-        let other = server.url("/bytes/other?size=1000&stallAfter=500&stall=60&stallCount=1")
+        let other = server.url("/bytes/other?size=1000&stallAfter=500&stall=300&stallCount=1")
         // A run that is interrupted keeps state; the planted files arrive meanwhile.
         let running = try DLProcess(
-            ["--dir", dir.path, other.absoluteString, planted.absoluteString, direct.absoluteString], in: work)
+            ["--dir", dir.path, "-T", "300", other.absoluteString, planted.absoluteString, direct.absoluteString],
+            in: work)
         // Interrupted once both planted files are delivered (printed) and the other has sent its first bytes.
         #expect(await running.waitForStdout(lines: 2))
         #expect(await running.send(SIGINT, when: server) { $0.bodyBytesSent >= 500 + 2000 + 1500 })

@@ -123,8 +123,8 @@ final class DLTests: Sendable {
     func resumeAfterKill() async throws {
         // The second response (after the short first one) stalls after 800 000 bytes, so the process is surely
         // mid-transfer when it is killed.
-        let url = server.url("/bytes/big?size=3000000&stallAfter=800000&stall=60&stallCount=2")
-        let first = try DLProcess(["--dir", dir.path, url.absoluteString], in: work)
+        let url = server.url("/bytes/big?size=3000000&stallAfter=800000&stall=300&stallCount=2")
+        let first = try DLProcess(["--dir", dir.path, "-T", "300", url.absoluteString], in: work)
         #expect(await server.waitUntil { $0.bodyBytesSent >= 800_000 })
         // The state after the first window is saved once its bytes are durable (`fdatasync` first, issue #22): an
         // event that may come after the bytes above. Without it a kill leaves no state and the rerun starts over

@@ -110,8 +110,9 @@ final class DLTrustTests: Sendable {
 
     @Test("SIGHUP (a closed session) saves the state and exits 129; the same command resumes")
     func hangUp() async throws {
-        let url = server.url("/bytes/hup?size=400000&stallAfter=200000&stall=60&stallCount=2")
-        let first = try DLProcess(["-P", dir.path, url.absoluteString], in: work)
+        let url = server.url("/bytes/hup?size=400000&stallAfter=200000&stall=300&stallCount=2")
+        // -T 300: a starved test runner may signal late; dl must not retry the stall (and finish) before it.
+        let first = try DLProcess(["-P", dir.path, "-T", "300", url.absoluteString], in: work)
         #expect(await server.waitUntil { $0.bodyBytesSent >= 200_000 })
         first.send(SIGHUP)
         let outcome = await first.wait()
