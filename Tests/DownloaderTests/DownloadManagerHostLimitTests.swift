@@ -17,10 +17,10 @@ final class DownloadManagerHostLimitTests: Sendable {
     }
 
     func makeManager(
-        maximumActive: Int, retryLimit: Int, connectionsPerHost: Int? = nil
+        maximumActive: Int, retryLimit: Int, connectionsPerHost: Int? = nil, stallTimeout: TimeInterval = 10
     ) throws -> DownloadManager {
         var configuration = DownloadManager.Configuration.forTests(
-            directory: directory, maximumActive: maximumActive, retryLimit: retryLimit)
+            directory: directory, maximumActive: maximumActive, retryLimit: retryLimit, stallTimeout: stallTimeout)
         configuration.maximumConnectionsPerHost = connectionsPerHost
         return try DownloadManager(configuration: configuration)
     }
@@ -87,9 +87,10 @@ final class DownloadManagerHostLimitTests: Sendable {
 
     @Test("A download waiting for its host's turn is suspended at once, without a request, while the other runs on")
     func suspendWhileWaitingForATurn() async throws {
-        let manager = try makeManager(maximumActive: 4, retryLimit: 0, connectionsPerHost: 1)
-        // The first holds the host's only turn: its body stalls after 1,000 bytes for up to 60 s.
-        let holder = server.url("/bytes/holder?size=100000&stallAfter=1000&stall=60")
+        // The first holds the host's only turn: its body stalls after 1,000 bytes for as long as the test runs (the
+        // watchdog's limit is longer than any loaded machine's delay, so the holder is never closed meanwhile).
+        let manager = try makeManager(maximumActive: 4, retryLimit: 0, connectionsPerHost: 1, stallTimeout: 600)
+        let holder = server.url("/bytes/holder?size=100000&stallAfter=1000&stall=600")
         let waiting = server.url("/bytes/waiting?size=1000")
         await manager.enqueue(holder)
         #expect(await server.waitUntil { $0.stallsBegun >= 1 })
