@@ -19,12 +19,12 @@ struct HostConnectionsTests {
     @Test("Requests beyond the cap wait and go, one per finished request, in rank order")
     func capAndRankOrder() {
         var connections = HostConnections(cap: 2)
-        check(connections.request(1, host: host, rank: 10, now: 0) == .go)
-        check(connections.request(2, host: host, rank: 10, now: 0) == .go)
-        check(connections.request(3, host: host, rank: 30, now: 0) == .wait)
-        check(connections.request(4, host: host, rank: 20, now: 0) == .wait)
+        check(connections.request(1, host: host, rank: 10) == .go)
+        check(connections.request(2, host: host, rank: 10) == .go)
+        check(connections.request(3, host: host, rank: 30) == .wait)
+        check(connections.request(4, host: host, rank: 20) == .wait)
         // Another host is not counted with this one.
-        check(connections.request(5, host: "http://b:80", rank: 40, now: 0) == .go)
+        check(connections.request(5, host: "http://b:80", rank: 40) == .go)
         check(connections.finished(host: host, now: 0) == [4], "the older download's request first")
         check(connections.finished(host: host, now: 0) == [3])
         check(connections.finished(host: host, now: 0) == [])
@@ -36,19 +36,19 @@ struct HostConnectionsTests {
     @Test("Without a cap everything goes; a 503 alone is not \"too many\", a 503 beside others is")
     func tooMany() {
         var connections = HostConnections(cap: nil, recoveryInterval: 10 * second)
-        for ticket in 1...5 { check(connections.request(ticket, host: host, rank: 0, now: 0) == .go) }
+        for ticket in 1...5 { check(connections.request(ticket, host: host, rank: 0) == .go) }
         check(connections.refused(host: host, now: 0), "four others were in flight")
         #expect(connections.limit(of: host) == 4)
         check(connections.finished(host: host, now: 0) == [])
-        check(connections.request(6, host: host, rank: 0, now: 0) == .wait, "the refused request asks again")
+        check(connections.request(6, host: host, rank: 0) == .wait, "the refused request asks again")
         check(connections.refused(host: host, now: 0))
         #expect(connections.limit(of: host) == 3)
         check(connections.finished(host: host, now: 0) == [])
-        check(connections.request(7, host: host, rank: 0, now: 0) == .wait)
+        check(connections.request(7, host: host, rank: 0) == .wait)
         check(connections.finished(host: host, now: 1) == [6], "a turn frees as a served request ends")
         // Alone on its host, a refusal is the server's answer to it: the download's retry rules take it.
         var alone = HostConnections(cap: nil)
-        check(alone.request(1, host: host, rank: 0, now: 0) == .go)
+        check(alone.request(1, host: host, rank: 0) == .go)
         check(!alone.refused(host: host, now: 0))
         #expect(alone.limit(of: host) == nil)
     }
@@ -56,18 +56,18 @@ struct HostConnectionsTests {
     @Test("A lowered limit rises by one per interval without a refusal, up to the number refused, then is forgotten")
     func recovery() {
         var connections = HostConnections(cap: nil, recoveryInterval: 10 * second)
-        for ticket in 1...3 { check(connections.request(ticket, host: host, rank: 0, now: 0) == .go) }
+        for ticket in 1...3 { check(connections.request(ticket, host: host, rank: 0) == .go) }
         check(connections.refused(host: host, now: 0))
         #expect(connections.limit(of: host) == 2)
         check(connections.finished(host: host, now: 0) == [])
-        check(connections.request(4, host: host, rank: 0, now: 0) == .wait)
+        check(connections.request(4, host: host, rank: 0) == .wait)
         check(connections.tick(now: 9 * second) == [])
         check(connections.tick(now: 10 * second) == [4], "the limit rose to 3, the number refused: forgotten")
         #expect(connections.limit(of: host) == nil)
         // With a cap, the lowered limit never exceeds it.
         var capped = HostConnections(cap: 2, recoveryInterval: second)
-        check(capped.request(1, host: host, rank: 0, now: 0) == .go)
-        check(capped.request(2, host: host, rank: 0, now: 0) == .go)
+        check(capped.request(1, host: host, rank: 0) == .go)
+        check(capped.request(2, host: host, rank: 0) == .go)
         check(capped.refused(host: host, now: 0))
         #expect(capped.limit(of: host) == 1)
         check(capped.tick(now: 5 * second) == [])
@@ -77,9 +77,9 @@ struct HostConnectionsTests {
     @Test("A waiting request that gives up leaves the queue; one that went already does not")
     func withdraw() {
         var connections = HostConnections(cap: 1)
-        check(connections.request(1, host: host, rank: 0, now: 0) == .go)
-        check(connections.request(2, host: host, rank: 0, now: 0) == .wait)
-        check(connections.request(3, host: host, rank: 0, now: 0) == .wait)
+        check(connections.request(1, host: host, rank: 0) == .go)
+        check(connections.request(2, host: host, rank: 0) == .wait)
+        check(connections.request(3, host: host, rank: 0) == .wait)
         check(connections.withdraw(2))
         check(!connections.withdraw(2))
         check(!connections.withdraw(1), "it went: its caller owes a finished")
@@ -124,7 +124,7 @@ struct HostConnectionsTests {
                     let ticket = nextTicket
                     nextTicket += 1
                     let before = inFlight[host, default: 0]
-                    if connections.request(ticket, host: host, rank: UInt64.random(in: 0...3, using: &random), now: now)
+                    if connections.request(ticket, host: host, rank: UInt64.random(in: 0...3, using: &random))
                         == .go
                     {
                         if before >= (connections.limit(of: host) ?? .max) {

@@ -44,10 +44,9 @@ final class ConnectionGate: Sendable {
         }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-                let now = DispatchTime.now().uptimeNanoseconds
                 let goes = state.withLock { state -> Bool? in
                     if state.pending.removeValue(forKey: ticket) == true { return false }
-                    switch state.connections.request(ticket, host: host, rank: rank, now: now) {
+                    switch state.connections.request(ticket, host: host, rank: rank) {
                     case .go: return true
                     case .wait:
                         state.waiting[ticket] = continuation

@@ -67,9 +67,8 @@ struct HostConnections: Sendable {
     ///   - ticket: its ticket, unique among waiting ones.
     ///   - host: its origin (`URL.origin`).
     ///   - rank: lower goes first among waiting requests (a download's start time).
-    ///   - now: uptime nanoseconds.
     /// - Returns: `.go` (it is counted in flight) or `.wait`.
-    mutating func request(_ ticket: Ticket, host: String, rank: UInt64, now: UInt64) -> Admission {
+    mutating func request(_ ticket: Ticket, host: String, rank: UInt64) -> Admission {
         // No recovery here: a limit rises in `finished` and `tick`, which let the waiting go first.
         var entry = hosts[host, default: Host()]
         defer { hosts[host] = entry }
