@@ -30,11 +30,23 @@ final class DownloadDirectoryStateTests: Sendable {
     func oneOwner() async throws {
         let first = try DownloadManager(configuration: configuration())
         #expect(throws: DownloadError.directoryLocked) { try DownloadManager(configuration: self.configuration()) }
+        // onThread: this initializer blocks its thread while it waits.
+        try await handOver(from: first, name: "owned") { waiting in
+            try await onThread { try DownloadManager(configuration: waiting) }
+        }
+    }
+
+    /// Starts a second manager on `first`'s directory with a lock timeout of 300 s (a deadline: `first` lets go
+    /// here), downloads with `first`, shuts it down, and checks that the second one took over its receipts.
+    func handOver(
+        from first: DownloadManager, name: String,
+        opening open: @escaping @Sendable (DownloadManager.Configuration) async throws -> DownloadManager
+    ) async throws {
         var patient = configuration()
-        patient.directoryLockTimeout = 300  // a deadline: the first manager lets go within seconds
+        patient.directoryLockTimeout = 300
         let waiting = patient
-        let second = Task { try await onThread { try DownloadManager(configuration: waiting) } }  // blocks that thread
-        let url = server.url("/bytes/owned?size=1000")
+        let second = Task { try await open(waiting) }
+        let url = server.url("/bytes/\(name)?size=1000")
         _ = try await first.download(url)
         await first.shutdown()
         let manager = try await second.value
@@ -57,16 +69,7 @@ final class DownloadDirectoryStateTests: Sendable {
         cancelled.cancel()
         await #expect(throws: CancellationError.self) { try await cancelled.value }
 
-        var patient = configuration()
-        patient.directoryLockTimeout = 300  // a deadline: the first manager lets go below
-        let waiting = patient
-        let second = Task { try await DownloadManager.make(configuration: waiting) }
-        let url = server.url("/bytes/made?size=1000")
-        _ = try await first.download(url)
-        await first.shutdown()
-        let manager = try await second.value
-        #expect(await manager.receipt(for: url)?.state == .completed, "the next owner finds the first one's receipts")
-        await manager.shutdown()
+        try await handOver(from: first, name: "made") { try await DownloadManager.make(configuration: $0) }
     }
 
     @Test("State files and folders are private from the moment they exist, whatever the umask")

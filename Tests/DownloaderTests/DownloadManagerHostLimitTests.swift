@@ -43,6 +43,14 @@ final class DownloadManagerHostLimitTests: Sendable {
         }
     }
 
+    /// Downloads every URL at once and expects each file right: the URL at index i serves `NAMEi` of `size` bytes.
+    func expectEveryFile(_ urls: [URL], named name: String, size: Int, with manager: DownloadManager) async throws {
+        for (index, result) in await downloadAll(urls, with: manager).enumerated() {
+            let receipt = try result.get()
+            #expect(receipt.md5 == TestContent(name: "\(name)\(index)", size: size).md5.hexString)
+        }
+    }
+
     @Test("A host that refuses a third connection with 503 gets every file, and no file spends a retry")
     func refusedConnectionsAreNotRetries() async throws {
         // No retries at all: a refusal counted as one would fail its file.
@@ -51,11 +59,7 @@ final class DownloadManagerHostLimitTests: Sendable {
         // Two requests are served at once; each accepted one is held until a third has been refused, so the
         // overlap happens whatever the timing.
         let urls = (0..<8).map { server.url("/bytes/busy\($0)?size=\(size)&busyAbove=2&holdUntilBusy=1") }
-        let results = await downloadAll(urls, with: manager)
-        for (index, result) in results.enumerated() {
-            let receipt = try result.get()
-            #expect(receipt.md5 == TestContent(name: "busy\(index)", size: size).md5.hexString)
-        }
+        try await expectEveryFile(urls, named: "busy", size: size, with: manager)
         #expect(server.statistics.refusedRequests >= 1, "the server refused connections")
         await manager.shutdown()
     }
@@ -66,11 +70,7 @@ final class DownloadManagerHostLimitTests: Sendable {
         let size = 64 << 10
         // Slow bodies, so that six downloads without a cap would overlap; a third request at once is refused.
         let urls = (0..<6).map { server.url("/bytes/capped\($0)?size=\(size)&rate=\(512 << 10)&busyAbove=2") }
-        let results = await downloadAll(urls, with: manager)
-        for (index, result) in results.enumerated() {
-            let receipt = try result.get()
-            #expect(receipt.md5 == TestContent(name: "capped\(index)", size: size).md5.hexString)
-        }
+        try await expectEveryFile(urls, named: "capped", size: size, with: manager)
         #expect(server.statistics.refusedRequests == 0, "never a third request at once")
         #expect(server.statistics.peakActiveRequests <= 2)
         await manager.shutdown()
