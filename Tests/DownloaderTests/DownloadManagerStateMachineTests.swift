@@ -30,6 +30,34 @@ struct DownloadManagerStateMachineTests {
         #expect(machine.state(of: "a") == .completed)
     }
 
+    @Test("Interrupted: what shutdown stops or a crash left running; never a caller's pause, which suspend makes it")
+    func interruptions() {
+        var machine = Machine(limit: 1, prioritization: .fifo)
+        _ = machine.request("running", expectation: nil, waiter: nil, completedFileIsIntact: false)
+        _ = machine.request("waiting", expectation: nil, waiter: nil, completedFileIsIntact: false)
+        _ = machine.request("paused", expectation: nil, waiter: nil, completedFileIsIntact: false)
+        _ = machine.suspend("paused")
+        #expect(!["running", "waiting", "paused"].contains { machine.isInterrupted($0) })
+        _ = machine.shutdown()
+        #expect(machine.isInterrupted("running") && machine.isInterrupted("waiting"))
+        #expect(!machine.isInterrupted("paused"))
+
+        var restarted = Machine(limit: 1, prioritization: .fifo)
+        restarted.restore("crashed", state: .downloading, checksum: nil)
+        restarted.restore("queued", state: .queued, checksum: nil)
+        restarted.restore("saved", state: .suspended, checksum: nil, interrupted: true)
+        restarted.restore("paused", state: .suspended, checksum: nil)
+        restarted.restore("done", state: .completed, checksum: nil, interrupted: true)
+        #expect(["crashed", "queued", "saved"].allSatisfy { restarted.isInterrupted($0) })
+        #expect(!restarted.isInterrupted("paused") && !restarted.isInterrupted("done"))
+        #expect(restarted.suspend("saved") == [.publish("saved", .suspended)], "the receipt learns it is a pause now")
+        #expect(!restarted.isInterrupted("saved"))
+        _ = restarted.resume("crashed")
+        #expect(!restarted.isInterrupted("crashed"), "queued again: not suspended, so not interrupted")
+        _ = restarted.suspend("crashed")
+        #expect(!restarted.isInterrupted("crashed"))
+    }
+
     @Test("A second request joins: no second transfer, both waiters answered")
     func join() {
         var machine = Machine(limit: 4, prioritization: .fifo)

@@ -110,6 +110,8 @@ struct JournalLineTests {
                     name: text(), length: Int64.random(in: 0...1 << 40, using: &random),
                     checksum: Bool.random(using: &random) ? Checksum(md5: String(repeating: "a", count: 32)) : nil)
             }
+            if Bool.random(using: &random) { entry.interrupted = true }
+            if Bool.random(using: &random) { entry.credentialsNotSaved = true }
             for line in [JournalLine.put(entry), .remove(url)] {
                 let decoded = try decoder.decode(JournalLine.self, from: line.json())
                 #expect(decoded == line, "line \(index)")

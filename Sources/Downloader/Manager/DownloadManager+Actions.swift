@@ -85,6 +85,7 @@ extension DownloadManager {
         guard var record = book[url] else { return }
         let before = record.receipt
         record.receipt.state = state
+        record.receipt.isInterrupted = machine.isInterrupted(url)
         if state == .completed, let completed = completedFiles[url] {
             // Also after a replacement that failed: the receipt describes the file that is still there.
             record.receipt.fileURL = completed.url

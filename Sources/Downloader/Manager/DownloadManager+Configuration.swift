@@ -98,6 +98,13 @@ extension DownloadManager {
         /// downloaded files, as `dl` wants. Default `false`: receipts are kept, so completed URLs are answered from
         /// them later.
         public var removesStateWhenFinished: Bool
+        /// Whether a new manager continues the downloads its directory's previous owner was running or had waiting
+        /// when it stopped — by `shutdown()`, a signal, a crash or `kill -9` (`DownloadReceipt.isInterrupted`) — as
+        /// `resumeInterrupted()` does, right after it opens the directory. Downloads a caller suspended stay
+        /// suspended either way. Default `false`: opening a directory starts no transfer (a program that only lists
+        /// or inspects it sends nothing), and the caller decides with `resumeInterrupted()`; a service that should
+        /// pick up where it stopped sets `true`.
+        public var continuesInterruptedDownloads: Bool
 
         /// Creates a configuration with the defaults.
         /// - Parameter directory: where receipts and files live.
@@ -121,6 +128,7 @@ extension DownloadManager {
             stateDirectory = nil
             directoryLockTimeout = 0
             removesStateWhenFinished = false
+            continuesInterruptedDownloads = false
             log = nil
         }
     }

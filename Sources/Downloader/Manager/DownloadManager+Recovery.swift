@@ -9,6 +9,17 @@ import Foundation
 #endif
 
 extension DownloadManager {
+    /// Continues every download that its process interrupted (`DownloadReceipt.isInterrupted`: a shutdown, a signal, a
+    /// crash or `kill -9` stopped it), in the order they were first requested, queued like `resume(_:)`. Downloads a
+    /// caller suspended stay suspended, and so do downloads asked with credentials that are never saved (a URL user
+    /// or password, an `Authorization` or `Cookie` header) until a request gives them again. A manager made with
+    /// `Configuration.continuesInterruptedDownloads` calls it when it opens its directory.
+    public func resumeInterrupted() {
+        for url in book.keys where machine.isInterrupted(url) && book[url]?.needsCredentials == false {
+            apply(machine.resume(url))
+        }
+    }
+
     /// What a manager finds when it opens its directory.
     struct Recovered {
         let journal: ReceiptJournal
@@ -182,6 +193,11 @@ extension DownloadManager {
             receipt.totalBytesWritten = partial.partialSize ?? 0
         }
         receipt.state = state
+        // Stopped by its process, not by a caller: left waiting or running (a crash, `kill -9`, a placement cut), or
+        // suspended by a shutdown.
+        receipt.isInterrupted =
+            state == .suspended
+            && (entry.state == .queued || entry.state == .downloading || entry.interrupted == true)
         var record = ReceiptRecord(
             receipt: receipt, options: entry.options, suggestedFilename: entry.suggestedFilename,
             savedExpectations: entry.expectations, needsCredentials: entry.credentialsNotSaved == true)

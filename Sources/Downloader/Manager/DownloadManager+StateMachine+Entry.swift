@@ -29,6 +29,9 @@ extension DownloadManager.StateMachine {
         var error: DownloadError?
         /// `verifying` holds verifications asked before a restart, to start when the download is next asked for.
         var verificationsWait = false
+        /// Suspended (or stopping to be) because its process stops or stopped, not by a caller (see
+        /// `isInterrupted(_:)`); cleared by `suspend`.
+        var interrupted = false
 
         /// Whether a request continues this download as it is (it is waiting, running or suspended), rather than
         /// starting a new attempt (completed, failed, removed).

@@ -102,10 +102,11 @@ extension DownloadManager {
         mutating func restore(
             _ key: Key, state: DownloadState, checksum: Checksum?, expectations: KeptExpectations = .none,
             priority: Int = 0,
-            replacesCompletedFile: Bool = false
+            replacesCompletedFile: Bool = false, interrupted: Bool = false
         ) {
             var entry = Entry()
             entry.priority = priority
+            entry.interrupted = interrupted
             entry.expectation = expectations.own
             entry.otherExpectations = expectations.others
             if replacesCompletedFile && state != .completed {
@@ -118,7 +119,10 @@ extension DownloadManager {
             }
             switch state {
             case .idle: entry.phase = .idle
-            case .queued, .downloading, .suspended: entry.phase = .suspended  // interrupted: not running any more
+            case .queued, .downloading:
+                entry.phase = .suspended  // interrupted: not running any more
+                entry.interrupted = true
+            case .suspended: entry.phase = .suspended
             case .completed:
                 entry.phase = .completed
                 entry.hasCompletedFile = true
@@ -277,6 +281,11 @@ extension DownloadManager {
         mutating func suspend(_ key: Key) -> [Action] {
             guard var entry = entries[key], !entry.isRemoved else { return [] }
             defer { entries[key] = entry }  // no scheduling here: a stopping transfer keeps its slot
+            if entry.interrupted && entry.phase == .suspended {
+                entry.interrupted = false  // a caller's pause now: it stays paused after a restart
+                return [.publish(key, .suspended)]
+            }
+            entry.interrupted = false
             switch entry.phase {
             case .queued:
                 queue.remove(key)
@@ -343,40 +352,6 @@ extension DownloadManager {
         mutating func setLimit(_ newLimit: Int) -> [Action] {
             limit = max(1, newLimit)
             var actions: [Action] = []
-            schedule(&actions)
-            return actions
-        }
-
-        /// Suspends everything, answers every waiter and starts nothing more; `.shutDownCompleted` follows once
-        /// every transfer has ended.
-        mutating func shutdown() -> [Action] {
-            guard lifecycle == .running else { return [] }
-            lifecycle = .shuttingDown
-            var actions: [Action] = []
-            for key in Array(entries.keys) {
-                guard var entry = entries[key] else { continue }
-                let verifying = entry.verifying.flatMap(\.waiters)
-                entry.verifying = []
-                if !verifying.isEmpty { actions.append(.fail(verifying, key, .shutDown)) }
-                switch entry.phase {
-                case .queued:
-                    queue.remove(key)
-                    entry.phase = .suspended
-                    actions.append(.publish(key, .suspended))
-                case .running(let generation):
-                    entry.phase = .stopping(generation, next: .suspend)
-                    actions += [.cancel(key, generation), .publish(key, .suspended)]
-                case .stopping(let generation, next: .resume):
-                    entry.phase = .stopping(generation, next: .suspend)
-                    actions.append(.publish(key, .suspended))
-                default:
-                    break
-                }
-                let waiters = entry.waiters.map(\.id)
-                entry.waiters = []
-                if !waiters.isEmpty { actions.append(.fail(waiters, key, .shutDown)) }
-                entries[key] = entry
-            }
             schedule(&actions)
             return actions
         }

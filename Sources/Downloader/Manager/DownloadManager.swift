@@ -136,6 +136,9 @@ public actor DownloadManager {
         }
         self.init(configuration, directory: directory, lock: lock, recovered: recovered, openError: nil)
         relay.connect { [weak self] error in Task { await self?.receiptsSaveChanged(error) } }
+        if configuration.continuesInterruptedDownloads {
+            Task { [weak self] in await self?.resumeInterrupted() }
+        }
     }
 
     /// A manager whose directory could not be opened: every request fails with `error` (for `shared`, which cannot
@@ -184,7 +187,7 @@ public actor DownloadManager {
             machine.restore(
                 url, state: record.receipt.state, checksum: record.receipt.checksum,
                 expectations: record.savedExpectations, priority: record.options.priority,
-                replacesCompletedFile: record.replacesCompletedFile)
+                replacesCompletedFile: record.replacesCompletedFile, interrupted: record.receipt.isInterrupted)
             if record.receipt.state == .completed || record.replacesCompletedFile {
                 completedFiles[url] = CompletedFile(
                     url: record.receipt.fileURL, length: record.receipt.totalBytesWritten)

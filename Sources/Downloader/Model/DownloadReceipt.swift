@@ -27,6 +27,11 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     public var bytesPerSecond: Double?
     /// Estimated seconds until completion at the current speed; `nil` when unknown. Not persisted.
     public var estimatedTimeRemaining: TimeInterval?
+    /// Whether a suspended download was stopped by its process rather than by a caller: a `shutdown()`, a signal
+    /// that ended the program, a crash or `kill -9` while it waited or ran. `false` for a download that `suspend`
+    /// paused, which stays paused. Interrupted downloads continue on start with
+    /// `Configuration.continuesInterruptedDownloads`, or when `DownloadManager.resumeInterrupted()` is called.
+    public internal(set) var isInterrupted = false
 
     public var id: URL { url }
 
@@ -40,7 +45,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
 
     private enum CodingKeys: String, CodingKey {
         case url, filename, fileURL, state, totalBytesWritten, totalBytesExpectedToWrite, checksum, verification, md5
-        case error, identifier
+        case error, identifier, isInterrupted
     }
 
     /// Creates a receipt.
@@ -74,6 +79,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
             ?? container.decodeIfPresent(String.self, forKey: .md5).flatMap { Checksum(md5: $0) }
         verification = try container.decodeIfPresent(Verification.self, forKey: .verification)
         error = try container.decodeIfPresent(DownloadError.self, forKey: .error)
+        isInterrupted = try container.decodeIfPresent(Bool.self, forKey: .isInterrupted) ?? false
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -88,6 +94,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         try container.encodeIfPresent(verification, forKey: .verification)
         try container.encodeIfPresent(error, forKey: .error)
         try container.encode(identifier, forKey: .identifier)
+        if isInterrupted { try container.encode(true, forKey: .isInterrupted) }
     }
 
     /// From 0 to 1; 0 while the size is unknown (1 once completed).

@@ -39,6 +39,8 @@ public struct DownloadSnapshot: Sendable, Codable, Hashable, Identifiable {
     public var checksum: String?
     /// Why it failed, when it failed.
     public var failure: Failure?
+    /// Suspended because its process stopped, not by a caller (`DownloadReceipt.isInterrupted`).
+    public var isInterrupted: Bool
 
     /// Takes what a client may see of a receipt.
     /// - Parameters:
@@ -60,6 +62,7 @@ public struct DownloadSnapshot: Sendable, Codable, Hashable, Identifiable {
             path = file.hasPrefix(prefix) ? String(file.dropFirst(prefix.count)) : nil
         }
         checksum = receipt.checksum?.description
+        isInterrupted = receipt.isInterrupted
         failure = receipt.error.map {
             Failure(kind: $0.kind, message: $0.errorDescription ?? $0.reason, statusCode: $0.statusCode)
         }

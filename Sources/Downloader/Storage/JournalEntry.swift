@@ -66,6 +66,9 @@ struct JournalEntry: Codable, Sendable, Equatable {
     /// Expected checksums that requests added beside `options.checksum`, the download's own (see
     /// `DownloadManager.StateMachine.Entry.otherExpectations`).
     var otherExpectations: [Checksum]?
+    /// Suspended because its process stopped (a shutdown) rather than by a caller; written only when `true`. An entry
+    /// left `.queued` or `.downloading` (a crash, `kill -9`) is interrupted as well.
+    var interrupted: Bool?
 
     /// The expected checksums the download keeps.
     var expectations: KeptExpectations {
@@ -89,6 +92,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
         error = receipt.error
         suggestedFilename = record.suggestedFilename
         if record.needsCredentials { credentialsNotSaved = true }
+        if receipt.isInterrupted { interrupted = true }
         keep(expectations)
     }
 

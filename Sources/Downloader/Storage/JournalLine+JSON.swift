@@ -48,6 +48,10 @@ extension JournalEntry {
             out.key("credentialsNotSaved")
             out.raw(Data("true".utf8))
         }
+        if interrupted == true {
+            out.key("interrupted")
+            out.raw(Data("true".utf8))
+        }
         if let otherExpectations, !otherExpectations.isEmpty {
             out.key("otherExpectations")
             out.raw(Data("[".utf8))
