@@ -130,4 +130,36 @@ public enum Snippets {
         // README: end
         return receipt
     }
+
+    /// Using it in a server (DocC), "The manager's side": opened without blocking a thread, interrupted downloads
+    /// continued, an id for routes, a snapshot as the body, a logging hook, and the graceful stop.
+    /// - Returns: the download's id and the JSON body of its snapshot.
+    public static func server(directory: URL, url: URL) async throws -> (id: String, body: Data?) {
+        // README: server (directory, url)
+        var configuration = DownloadManager.Configuration(directory: directory)
+        configuration.continuesInterruptedDownloads = true  // what a SIGTERM or a crash stopped goes on at start
+        configuration.directoryLockTimeout = 10  // the previous process may still be saving
+        configuration.log = { record in
+            // With swift-log: logger.log(level: Logger.Level(rawValue: record.level.rawValue) ?? .info,
+            //                            "\(record.message)", metadata: record.metadata.mapValues { .string($0) })
+            print(record.level.rawValue, record.message, record.metadata)
+        }
+        let manager = try await DownloadManager.make(configuration: configuration)
+
+        // POST /downloads {"url": …}: answer with the id the other routes take.
+        let receipt = await manager.enqueue(url)
+        let id = receipt.identifier
+
+        // GET /downloads/{id}: the snapshot as the body.
+        var body: Data?
+        if let snapshot = await manager.snapshot(identifiedBy: id) {
+            body = try JSONEncoder().encode(snapshot)
+            print(String(decoding: body!, as: UTF8.self))
+        }
+
+        // At SIGTERM (the service's graceful shutdown): suspended, marked interrupted, saved.
+        await manager.shutdown()
+        // README: end
+        return (id, body)
+    }
 }

@@ -1,0 +1,40 @@
+// swift-tools-version:6.0
+// The example service (issue #35): the Downloader library inside a Hummingbird 2 app run by swift-service-lifecycle,
+// speaking aria2's JSON-RPC. A package of its own, like Benchmarks/, so that the library stays free of dependencies.
+import PackageDescription
+
+let package = Package(
+    name: "downloader-server",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "downloader-server", targets: ["DownloaderServer"])
+    ],
+    dependencies: [
+        .package(name: "swift-downloader", path: "../.."),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.5.0"),
+    ],
+    targets: [
+        // aria2's JSON-RPC over a DownloadManager: the methods, their parameters and aria2's field names, no HTTP.
+        .target(
+            name: "Aria2RPC",
+            dependencies: [
+                .product(name: "Downloader", package: "swift-downloader"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "DownloaderServer",
+            dependencies: [
+                "Aria2RPC",
+                .product(name: "Downloader", package: "swift-downloader"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(name: "Aria2RPCTests", dependencies: ["Aria2RPC"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,101 @@
+import Downloader
+import Foundation
+
+extension Aria2Session {
+    /// The options `aria2.addUri` takes: `dir`, `out`, `checksum`, `header`, `split` (connections), `pause`; the
+    /// others are refused rather than ignored.
+    static let addUriOptions: Set<String> = [
+        "dir", "out", "checksum", "header", "split", "max-connection-per-server", "pause", "continue",
+    ]
+
+    /// `aria2.addUri(uris[, options[, position]])`: the first URI is the download, the others its mirrors. The
+    /// position is not used (the queue is first come, first served).
+    func addUri(_ params: Parameters) async throws(Aria2Error) -> String {
+        let uris = try params.strings(0, "uris")
+        let options = try params.object(1, "options")
+        if params.values.count > 2 { _ = try params.integer(2, "position") }
+        guard !uris.isEmpty else { throw .invalidParams("uris must hold at least one URI") }
+        var urls: [URL] = []
+        for text in uris {
+            guard let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+                ["http", "https"].contains(scheme),
+                url.host != nil
+            else { throw .refused("\(text) is not an http or https URI") }
+            urls.append(url)
+        }
+        var request = DownloadOptions()
+        request.mirrors = Array(urls.dropFirst())
+        let destination = try destination(for: urls[0], options)
+        if let destination { request.destination = destination }
+        if let out = options["out"]?.string, destination == nil { request.naming = .custom(out) }
+        for name in options.keys where !Self.addUriOptions.contains(name) {
+            throw .refused("option \(name) is not supported by downloader-server")
+        }
+        if let checksum = options["checksum"] {
+            guard let text = checksum.string, let parsed = try? Checksum(parsing: text) else {
+                throw .invalidParams("checksum must be TYPE=DIGEST, e.g. sha-256=…")
+            }
+            request.checksum = parsed
+        }
+        for line in try Self.headerLines(options["header"]) {
+            guard let colon = line.firstIndex(of: ":") else { throw .invalidParams("header \(line) has no colon") }
+            let name = line[..<colon].trimmingCharacters(in: .whitespaces)
+            request.headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+        }
+        if let split = (options["split"] ?? options["max-connection-per-server"]) {
+            guard let count = split.integer, (1...16).contains(count) else {
+                throw .invalidParams("split must be an integer from 1 to 16")
+            }
+            request.connections = count
+        }
+        let receipt = await manager.enqueue(urls[0], options: request)
+        let gid = Self.gid(of: receipt)
+        self.urls[gid] = receipt.url
+        removed.removeAll { $0.gid == gid }
+        if let destination { destinations[receipt.url] = destination }
+        if options["pause"]?.string == "true" { await manager.suspend(receipt.url) }
+        return gid
+    }
+
+    /// `header`: one `Name: value` string or an array of them.
+    static func headerLines(_ value: JSONValue?) throws(Aria2Error) -> [String] {
+        switch value {
+        case nil: return []
+        case .string(let line): return [line]
+        case .array(let lines):
+            var strings: [String] = []
+            for line in lines {
+                guard let string = line.string else { throw .invalidParams("header must hold strings") }
+                strings.append(string)
+            }
+            return strings
+        default: throw .invalidParams("header must be a string or an array of strings")
+        }
+    }
+
+    /// The file a download with `dir` (or an `out` with folders) goes to, inside the service's directory; `nil` when
+    /// it goes to the directory itself under the server's or the URL's name.
+    func destination(for url: URL, _ options: [String: JSONValue]) throws(Aria2Error) -> URL? {
+        let dir = options["dir"]?.string
+        let out = options["out"]?.string
+        if let out, out.isEmpty || out.hasSuffix("/") { throw .invalidParams("out must name a file") }
+        guard dir != nil || out?.contains("/") == true else { return nil }
+        var folder = directory
+        if let dir {
+            folder =
+                dir.hasPrefix("/")
+                ? URL(fileURLWithPath: dir).standardizedFileURL
+                : directory.appendingPathComponent(dir).standardizedFileURL
+        }
+        let name =
+            out
+            ?? (url.lastPathComponent.isEmpty || url.lastPathComponent == "/" ? "index.html" : url.lastPathComponent)
+        let file = folder.appendingPathComponent(name).standardizedFileURL
+        let root = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
+        guard file.path.hasPrefix(root) else {
+            throw .refused("dir and out must stay inside \(directory.path)")
+        }
+        // Straight into the directory: the manager's naming (`out`, or the server's or URL's name) is enough.
+        return file.deletingLastPathComponent().standardizedFileURL.path == directory.path ? nil : file
+    }
+}

@@ -1,0 +1,142 @@
+import Aria2RPC
+import Downloader
+import Foundation
+import Testing
+
+/// aria2's JSON-RPC shapes without HTTP: the envelope, the secret, errors for what is wrong, and the answers' field
+/// names and string-typed numbers. Downloads point at a closed loopback port: nothing leaves the machine.
+@Suite("Aria2Session")
+final class Aria2SessionTests {
+    let directory: URL
+    let manager: DownloadManager
+    let session: Aria2Session
+
+    init() async throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("aria2-tests-\(UUID().uuidString)")
+        var configuration = DownloadManager.Configuration(directory: directory)
+        configuration.completedDirectory = directory
+        configuration.retryLimit = 0
+        manager = try await DownloadManager.make(configuration: configuration)
+        session = Aria2Session(manager: manager, directory: directory, secret: "s3cret", requestShutdown: {})
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Sends one JSON-RPC body and decodes the answer.
+    func send(_ json: String) async throws -> JSONValue {
+        let answer = try #require(await session.respond(to: Data(json.utf8)))
+        return try JSONDecoder().decode(JSONValue.self, from: answer)
+    }
+
+    func call(_ method: String, _ params: String = "") async throws -> JSONValue {
+        let separator = params.isEmpty ? "" : ","
+        return try await send(
+            #"{"jsonrpc":"2.0","id":"t","method":"\#(method)","params":["token:s3cret"\#(separator)\#(params)]}"#)
+    }
+
+    func errorCode(_ answer: JSONValue) -> Int? { answer.object?["error"]?.object?["code"]?.integer }
+
+    @Test("The secret is required for every method but the two lists; a wrong one is 'Unauthorized'")
+    func secret() async throws {
+        let listed = try await send(#"{"jsonrpc":"2.0","id":1,"method":"system.listMethods"}"#)
+        #expect(listed.object?["result"]?.array?.contains("aria2.addUri") == true)
+        let wrong = try await send(#"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["token:nope"]}"#)
+        #expect(errorCode(wrong) == 1 && wrong.object?["error"]?.object?["message"] == "Unauthorized")
+        let none = try await send(#"{"jsonrpc":"2.0","id":1,"method":"aria2.getGlobalStat"}"#)
+        #expect(errorCode(none) == 1)
+        let version = try await call("aria2.getVersion")
+        #expect(version.object?["result"]?.object?["version"]?.string == DownloadManager.version)
+    }
+
+    @Test("Malformed bodies, unknown methods and bad parameters get JSON-RPC errors, never a crash")
+    func errors() async throws {
+        #expect(errorCode(try await send("{nope")) == -32700)
+        #expect(errorCode(try await send("[]")) == -32600)
+        #expect(errorCode(try await send(#"{"jsonrpc":"2.0","id":1}"#)) == -32600)
+        #expect(errorCode(try await call("aria2.fly")) == -32601)
+        #expect(errorCode(try await call("aria2.addUri", #""http://x/""#)) == -32602)
+        #expect(errorCode(try await call("aria2.addUri", #"["ftp://x/f"]"#)) == 1)
+        #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"bogus":"1"}"#)) == 1)
+        #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"dir":"/etc"}"#)) == 1)
+        #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"dir":"../x"}"#)) == 1)
+        #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"checksum":"md5"}"#)) == -32602)
+        #expect(errorCode(try await call("aria2.tellStatus", #""0123456789abcdef""#)) == 1)
+        #expect(errorCode(try await call("aria2.tellStatus", #""not hex!""#)) == 1)
+        #expect(errorCode(try await call("aria2.tellWaiting", #""a", 1"#)) == -32602)
+        #expect(errorCode(try await call("aria2.changeGlobalOption", #"{"max-concurrent-downloads":"0"}"#)) == -32602)
+        // A notification (no id) gets no answer; a batch answers each request with an id.
+        #expect(await session.respond(to: Data(#"{"jsonrpc":"2.0","method":"aria2.getVersion"}"#.utf8)) == nil)
+        let batch = try await send(
+            #"[{"jsonrpc":"2.0","id":1,"method":"system.listNotifications"},{"jsonrpc":"2.0","id":2,"method":"x.y"}]"#)
+        #expect(batch.array?.count == 2 && errorCode(batch.array![1]) == -32601)
+    }
+
+    @Test("addUri gives a 16-hex-digit GID; tellStatus speaks aria2's names with numbers as strings")
+    func addAndTell() async throws {
+        let added = try await call("aria2.addUri", #"["http://127.0.0.1:1/file.bin"], {"out":"named.bin"}"#)
+        let gid = try #require(added.object?["result"]?.string)
+        #expect(gid.count == 16 && gid.allSatisfy(\.isHexDigit))
+        // The same URL again joins the same download (one download per URL).
+        let again = try await call("aria2.addUri", #"["http://127.0.0.1:1/file.bin"]"#)
+        #expect(again.object?["result"]?.string == gid)
+
+        let status = try #require(try await call("aria2.tellStatus", #""\#(gid)""#).object?["result"]?.object)
+        #expect(status["gid"]?.string == gid)
+        #expect(["active", "waiting", "error"].contains(status["status"]?.string ?? ""))
+        for key in ["totalLength", "completedLength", "downloadSpeed", "uploadLength", "connections"] {
+            #expect(status[key]?.string.flatMap { Int($0) } != nil, "\(key) is a string of digits")
+        }
+        let file = try #require(status["files"]?.array?.first?.object)
+        #expect(file["index"] == "1" && file["uris"]?.array?.first?.object?["uri"] == "http://127.0.0.1:1/file.bin")
+        let some = try await call("aria2.tellStatus", #""\#(gid.prefix(6))", ["gid", "status"]"#)
+        #expect(some.object?["result"]?.object?.keys.sorted() == ["gid", "status"], "a unique prefix, only the keys")
+
+        // It fails (nothing listens on port 1): a stopped download with aria2's error fields.
+        let deadline = ContinuousClock.now + .seconds(30)
+        var stopped: [JSONValue] = []
+        while stopped.isEmpty, ContinuousClock.now < deadline {
+            stopped = try await call("aria2.tellStopped", "0, 10").object?["result"]?.array ?? []
+            if stopped.isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+        }
+        let failed = try #require(stopped.first?.object)
+        #expect(failed["status"] == "error" && failed["errorCode"]?.string != nil && failed["errorMessage"] != nil)
+        #expect(errorCode(try await call("aria2.remove", #""\#(gid)""#)) == 1, "a stopped download is a result")
+        #expect(try await call("aria2.removeDownloadResult", #""\#(gid)""#).object?["result"] == "OK")
+        #expect(errorCode(try await call("aria2.tellStatus", #""\#(gid)""#)) == 1)
+    }
+
+    @Test("pause, unpause, remove, getGlobalStat, changeGlobalOption and multicall")
+    func control() async throws {
+        let gid = try #require(
+            try await call("aria2.addUri", #"["http://127.0.0.1:1/p"], {"pause":"true"}"#).object?["result"]?.string)
+        let waiting = try await call("aria2.tellWaiting", #"0, 5, ["gid", "status"]"#)
+        #expect(waiting.object?["result"] == [["gid": .string(gid), "status": "paused"]])
+        #expect(errorCode(try await call("aria2.pause", #""\#(gid)""#)) == 1, "already paused")
+        let stat = try #require(try await call("aria2.getGlobalStat").object?["result"]?.object)
+        #expect(stat["numWaiting"] == "1" && stat["numActive"] == "0")
+        #expect(
+            try await call("aria2.changeGlobalOption", #"{"max-concurrent-downloads":"2"}"#).object?["result"] == "OK")
+        #expect(await manager.maximumActiveDownloads == 2)
+
+        let removed = try await call("aria2.remove", #""\#(gid)""#)
+        #expect(removed.object?["result"]?.string == gid)
+        let gone = try await call("aria2.tellStatus", #""\#(gid)", ["status"]"#)
+        #expect(gone.object?["result"] == ["status": "removed"])
+
+        let multicall = try await send(
+            #"""
+            {"jsonrpc":"2.0","id":"m","method":"system.multicall","params":[[
+              {"methodName":"aria2.getVersion","params":["token:s3cret"]},
+              {"methodName":"aria2.getVersion","params":["token:wrong"]},
+              {"methodName":"aria2.purgeDownloadResult","params":["token:s3cret"]}]]}
+            """#)
+        let results = try #require(multicall.object?["result"]?.array)
+        #expect(results.count == 3)
+        #expect(results[0].array?.first?.object?["version"] != nil)
+        #expect(results[1].object?["code"] == .int(1))
+        #expect(results[2] == ["OK"])
+        #expect(errorCode(try await call("aria2.tellStatus", #""\#(gid)""#)) == 1, "purged")
+    }
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# End-to-end check of downloader-server (issue #35), as its users would drive it: builds it, serves files from a
+# local nginx (loopback only), then
+#   1. adds a file with curl (aria2.addUri with a checksum) and waits until it is complete and identical;
+#   2. drives a large, rate-limited file with aria2p (a real aria2 client from PyPI): add, list, pause, resume, stats;
+#   3. sends SIGTERM mid-download: the process exits within 2 s with the download saved as interrupted;
+#   4. starts again: the download continues by Range (nginx's log shows it) and completes identical;
+#   5. loads the page at / in headless chromium: screenshot, and the DOM shows the finished downloads;
+#   6. checks that bad requests get JSON-RPC errors and the server still answers; SIGTERM again, exit 0.
+# Installs what it needs (nginx, chromium, aria2p) when missing. Usage: Examples/Server/e2e.sh
+set -euo pipefail
+cd "$(dirname "$0")"
+
+fail() { echo "e2e: FAIL: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+
+step "tools"
+if ! command -v nginx > /dev/null || ! command -v chromium > /dev/null; then
+    apt-get update -q > /dev/null && apt-get install -y -q nginx chromium > /dev/null
+fi
+python3 -c "import aria2p" 2> /dev/null || pip install -q aria2p 2> /dev/null
+python3 -c "import aria2p"
+
+step "build"
+swift build -Xswiftc -warnings-as-errors
+SERVER="$(swift build --show-bin-path)/downloader-server"
+
+WORK="$(mktemp -d /tmp/downloader-server-e2e.XXXXXX)"
+chmod 755 "$WORK"
+SERVER_PID=""
+NGINX_PID=""
+cleanup() {
+    [ -n "$SERVER_PID" ] && kill -9 "$SERVER_PID" 2> /dev/null || true
+    [ -n "$NGINX_PID" ] && kill "$NGINX_PID" 2> /dev/null || true
+    if [ "${KEEP_WORK:-0}" = 1 ]; then echo "e2e: kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+step "nginx on loopback"
+mkdir -p "$WORK/www/slow" "$WORK/dl" "$WORK/nginx"
+head -c $((3 << 20)) /dev/urandom > "$WORK/www/small.bin"
+head -c $((48 << 20)) /dev/urandom > "$WORK/www/slow/big.bin"
+chmod -R a+rX "$WORK/www"
+NGINX_PORT="$(free_port)"
+cat > "$WORK/nginx/nginx.conf" << EOF
+worker_processes 1;
+daemon off;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events {}
+http {
+    log_format ranges '\$request "\$http_range" \$status \$body_bytes_sent';
+    access_log $WORK/nginx/access.log ranges;
+    client_body_temp_path $WORK/nginx; proxy_temp_path $WORK/nginx; fastcgi_temp_path $WORK/nginx;
+    uwsgi_temp_path $WORK/nginx; scgi_temp_path $WORK/nginx;
+    server {
+        listen 127.0.0.1:$NGINX_PORT;
+        root $WORK/www;
+        location /slow/ { limit_rate 4m; }
+    }
+}
+EOF
+nginx -c "$WORK/nginx/nginx.conf" &
+NGINX_PID=$!
+for _ in $(seq 100); do curl -sf -o /dev/null "http://127.0.0.1:$NGINX_PORT/small.bin" && break; sleep 0.1; done
+SMALL="http://127.0.0.1:$NGINX_PORT/small.bin"
+BIG="http://127.0.0.1:$NGINX_PORT/slow/big.bin"
+SMALL_SHA="$(sha256sum "$WORK/www/small.bin" | cut -d' ' -f1)"
+BIG_SHA="$(sha256sum "$WORK/www/slow/big.bin" | cut -d' ' -f1)"
+
+SECRET="e2e-secret"
+start_server() {
+    "$SERVER" --port 0 --dir "$WORK/dl" --rpc-secret "$SECRET" > "$WORK/server.out" 2>> "$WORK/server.log" &
+    SERVER_PID=$!
+    for _ in $(seq 300); do
+        PORT="$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$WORK/server.out")"
+        [ -n "$PORT" ] && return 0
+        kill -0 "$SERVER_PID" 2> /dev/null || fail "downloader-server exited at start: $(tail -5 "$WORK/server.log")"
+        sleep 0.1
+    done
+    fail "downloader-server did not start"
+}
+rpc() {  # rpc METHOD [PARAMS...]: prints the answer
+    local method="$1"; shift
+    local params="\"token:$SECRET\""
+    for p in "$@"; do params="$params,$p"; done
+    curl -sS "http://127.0.0.1:$PORT/jsonrpc" -d "{\"jsonrpc\":\"2.0\",\"id\":\"e2e\",\"method\":\"$method\",\"params\":[$params]}"
+}
+field() { python3 -c "import json,sys; r=json.load(sys.stdin); print(eval('r' + sys.argv[1]))" "$1"; }
+wait_complete() {  # wait_complete GID SECONDS
+    for _ in $(seq $(($2 * 10))); do
+        status="$(rpc aria2.tellStatus "\"$1\"" '["status"]' | field "['result']['status']")"
+        [ "$status" = complete ] && return 0
+        [ "$status" = error ] && fail "$1 failed: $(rpc aria2.tellStatus "\"$1\"")"
+        sleep 0.1
+    done
+    fail "$1 not complete after $2 s: $(rpc aria2.tellStatus "\"$1\"")"
+}
+
+step "1. curl: aria2.addUri with a checksum"
+start_server
+echo "server on port $PORT"
+SMALL_GID="$(rpc aria2.addUri "[\"$SMALL\"]" "{\"checksum\":\"sha-256=$SMALL_SHA\",\"out\":\"small-copy.bin\"}" | field "['result']")"
+echo "gid $SMALL_GID"
+wait_complete "$SMALL_GID" 60
+cmp "$WORK/www/small.bin" "$WORK/dl/small-copy.bin" || fail "small-copy.bin differs"
+
+step "2. aria2p: add, list, pause, resume, stats"
+BIG_GID="$(python3 aria2p-check.py "$PORT" "$SECRET" "$BIG" "$BIG_SHA" | tee /dev/stderr | tail -1)"
+echo "gid $BIG_GID"
+
+step "3. SIGTERM mid-download"
+for _ in $(seq 300); do
+    done_bytes="$(rpc aria2.tellStatus "\"$BIG_GID\"" '["completedLength"]' | field "['result']['completedLength']")"
+    [ "$done_bytes" -ge $((8 << 20)) ] && break
+    sleep 0.1
+done
+[ "$done_bytes" -ge $((8 << 20)) ] || fail "big.bin did not reach 8 MiB"
+[ "$done_bytes" -lt $((48 << 20)) ] || fail "big.bin finished before the signal (nginx's limit_rate did not hold)"
+sent="$(date +%s%N)"
+kill -TERM "$SERVER_PID"
+status=0
+wait "$SERVER_PID" || status=$?
+SERVER_PID=""
+took_ms=$((($(date +%s%N) - sent) / 1000000))
+echo "exit $status after $took_ms ms, at $done_bytes+ bytes"
+[ "$status" = 0 ] || fail "exit status $status after SIGTERM"
+[ "$took_ms" -le 2000 ] || fail "SIGTERM took $took_ms ms (more than 2 s)"
+grep -q '"interrupted":true' "$WORK/dl/.downloader/journal" || fail "the journal does not say the download was interrupted"
+: > "$WORK/nginx/access.log.mark"
+lines_before="$(wc -l < "$WORK/nginx/access.log")"
+
+step "4. start again: it continues by Range"
+start_server
+wait_complete "$BIG_GID" 120
+cmp "$WORK/www/slow/big.bin" "$WORK/dl/big.bin" || fail "big.bin differs"
+tail -n +"$((lines_before + 1))" "$WORK/nginx/access.log" | grep big.bin | tee "$WORK/after-restart.log"
+grep -Eq '"bytes=[1-9][0-9]*-' "$WORK/after-restart.log" || fail "the restart did not continue by Range"
+served="$(awk '/big.bin/ { s += $NF } END { print s }' "$WORK/nginx/access.log")"
+echo "nginx served $served bytes of big.bin for $((48 << 20))"
+
+step "5. the page at / in headless chromium"
+CHROMIUM=(chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 --window-size=1100,400)
+"${CHROMIUM[@]}" --screenshot="$WORK/page.png" "http://127.0.0.1:$PORT/" 2> "$WORK/chromium.log" \
+    || fail "chromium: $(tail -3 "$WORK/chromium.log")"
+[ -s "$WORK/page.png" ] || fail "no screenshot"
+"${CHROMIUM[@]}" --dump-dom "http://127.0.0.1:$PORT/" 2>> "$WORK/chromium.log" > "$WORK/page.html"
+grep -q "id=\"gid-$BIG_GID\" data-state=\"completed\"" "$WORK/page.html" || fail "the page does not show big.bin completed"
+grep -q ">big.bin<" "$WORK/page.html" || fail "the page does not name big.bin"
+grep -q "2 of 2 completed" "$WORK/page.html" || fail "the page's summary is wrong"
+cp "$WORK/page.png" "${SCREENSHOT:-/tmp/downloader-server-page.png}"
+echo "screenshot: ${SCREENSHOT:-/tmp/downloader-server-page.png}"
+
+step "6. bad requests, then a clean stop"
+rpc aria2.noSuchMethod | grep -q '"code":-32601' || fail "an unknown method is not -32601"
+curl -sS "http://127.0.0.1:$PORT/jsonrpc" -d '{"jsonrpc":' | grep -q '"code":-32700' || fail "bad JSON is not -32700"
+rpc aria2.tellStatus '"zz"' | grep -q '"code":1' || fail "a bad GID is not refused"
+rpc aria2.addUri '"not an array"' | grep -q '"code":-32602' || fail "bad params are not -32602"
+rpc aria2.getVersion | grep -q '"version"' || fail "the server stopped answering"
+kill -TERM "$SERVER_PID"
+status=0
+wait "$SERVER_PID" || status=$?
+SERVER_PID=""
+[ "$status" = 0 ] || fail "exit status $status at the final stop"
+echo "e2e: PASS"
