@@ -4,9 +4,11 @@
 #   1. adds a file with curl (aria2.addUri with a checksum) and waits until it is complete and identical;
 #   2. drives a large, rate-limited file with aria2p (a real aria2 client from PyPI): add, list, pause, resume, stats;
 #   3. sends SIGTERM mid-download: the process exits within 2 s with the download saved as interrupted;
-#   4. starts again: the download continues by Range (nginx's log shows it) and completes identical;
+#   4. starts again: the download continues by Range (nginx's log shows it); kill -9 in the middle, starts again:
+#      it continues again and completes identical, with at most 1.05 times the file fetched;
 #   5. loads the page at / in headless chromium: screenshot, and the DOM shows the finished downloads;
-#   6. checks that bad requests get JSON-RPC errors and the server still answers; SIGTERM again, exit 0.
+#   6. checks that bad requests get JSON-RPC errors, that /api/downloads needs the secret and that a request from
+#      another origin's page is refused, and that the server still answers; SIGTERM again, exit 0.
 # Installs what it needs (nginx, chromium, aria2p) when missing. Usage: Examples/Server/e2e.sh
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -131,21 +133,36 @@ grep -q '"interrupted":true' "$WORK/dl/.downloader/journal" || fail "the journal
 : > "$WORK/nginx/access.log.mark"
 lines_before="$(wc -l < "$WORK/nginx/access.log")"
 
-step "4. start again: it continues by Range"
+step "4. start again: it continues by Range; kill -9 in the middle, start again: it continues again"
+start_server
+for _ in $(seq 300); do
+    now_bytes="$(rpc aria2.tellStatus "\"$BIG_GID\"" '["completedLength"]' | field "['result']['completedLength']")"
+    [ "$now_bytes" -ge $((done_bytes + (8 << 20))) ] && break
+    sleep 0.1
+done
+[ "$now_bytes" -ge $((done_bytes + (8 << 20))) ] || fail "big.bin did not continue after the restart"
+kill -9 "$SERVER_PID"
+wait "$SERVER_PID" 2> /dev/null || true
+SERVER_PID=""
+echo "kill -9 at $now_bytes+ bytes"
 start_server
 wait_complete "$BIG_GID" 120
 cmp "$WORK/www/slow/big.bin" "$WORK/dl/big.bin" || fail "big.bin differs"
 tail -n +"$((lines_before + 1))" "$WORK/nginx/access.log" | grep big.bin | tee "$WORK/after-restart.log"
+grep -E 'GET .*"bytes=0-' "$WORK/after-restart.log" && fail "a restart fetched big.bin from byte 0"
 grep -Eq '"bytes=[1-9][0-9]*-' "$WORK/after-restart.log" || fail "the restart did not continue by Range"
 served="$(awk '/big.bin/ { s += $NF } END { print s }' "$WORK/nginx/access.log")"
 echo "nginx served $served bytes of big.bin for $((48 << 20))"
+[ "$served" -le $(((48 << 20) + (48 << 20) / 20)) ] || fail "more than 1.05 times the file was fetched"
 
 step "5. the page at / in headless chromium"
+# The server has a secret, so the page takes it from its fragment (never sent to a server).
+PAGE="http://127.0.0.1:$PORT/#token=$SECRET"
 CHROMIUM=(chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=5000 --window-size=1100,400)
-"${CHROMIUM[@]}" --screenshot="$WORK/page.png" "http://127.0.0.1:$PORT/" 2> "$WORK/chromium.log" \
+"${CHROMIUM[@]}" --screenshot="$WORK/page.png" "$PAGE" 2> "$WORK/chromium.log" \
     || fail "chromium: $(tail -3 "$WORK/chromium.log")"
 [ -s "$WORK/page.png" ] || fail "no screenshot"
-"${CHROMIUM[@]}" --dump-dom "http://127.0.0.1:$PORT/" 2>> "$WORK/chromium.log" > "$WORK/page.html"
+"${CHROMIUM[@]}" --dump-dom "$PAGE" 2>> "$WORK/chromium.log" > "$WORK/page.html"
 grep -q "id=\"gid-$BIG_GID\" data-state=\"completed\"" "$WORK/page.html" || fail "the page does not show big.bin completed"
 grep -q ">big.bin<" "$WORK/page.html" || fail "the page does not name big.bin"
 grep -q "2 of 2 completed" "$WORK/page.html" || fail "the page's summary is wrong"
@@ -157,6 +174,11 @@ rpc aria2.noSuchMethod | grep -q '"code":-32601' || fail "an unknown method is n
 curl -sS "http://127.0.0.1:$PORT/jsonrpc" -d '{"jsonrpc":' | grep -q '"code":-32700' || fail "bad JSON is not -32700"
 rpc aria2.tellStatus '"zz"' | grep -q '"code":1' || fail "a bad GID is not refused"
 rpc aria2.addUri '"not an array"' | grep -q '"code":-32602' || fail "bad params are not -32602"
+code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/downloads")"
+[ "$code" = 401 ] || fail "/api/downloads without the secret answered $code"
+code="$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: http://evil.example" "http://127.0.0.1:$PORT/jsonrpc" \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"aria2.addUri\",\"params\":[\"token:$SECRET\",[\"$SMALL\"]]}")"
+[ "$code" = 403 ] || fail "a request from another origin's page answered $code"
 rpc aria2.getVersion | grep -q '"version"' || fail "the server stopped answering"
 kill -TERM "$SERVER_PID"
 status=0

@@ -40,7 +40,12 @@ extension Aria2Session {
         for line in try Self.headerLines(options["header"]) {
             guard let colon = line.firstIndex(of: ":") else { throw .invalidParams("header \(line) has no colon") }
             let name = line[..<colon].trimmingCharacters(in: .whitespaces)
-            request.headers[name] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            let token = CharacterSet(charactersIn: "!#$%&'*+-.^_`|~0123456789").union(.letters)
+            guard !name.isEmpty, name.unicodeScalars.allSatisfy({ $0.isASCII && token.contains($0) }),
+                !value.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" || $0 == "\0" })
+            else { throw .invalidParams("header \(line) is not a valid header line") }
+            request.headers[name] = value
         }
         if let split = (options["split"] ?? options["max-connection-per-server"]) {
             guard let count = split.integer, (1...16).contains(count) else {
@@ -94,6 +99,10 @@ extension Aria2Session {
         let root = directory.path.hasSuffix("/") ? directory.path : directory.path + "/"
         guard file.path.hasPrefix(root) else {
             throw .refused("dir and out must stay inside \(directory.path)")
+        }
+        // Hidden names are the service's own (its state lives in DIR/.downloader).
+        guard !file.path.dropFirst(root.count).split(separator: "/").contains(where: { $0.hasPrefix(".") }) else {
+            throw .refused("dir and out must not name hidden folders or files")
         }
         // Straight into the directory: the manager's naming (`out`, or the server's or URL's name) is enough.
         return file.deletingLastPathComponent().standardizedFileURL.path == directory.path ? nil : file

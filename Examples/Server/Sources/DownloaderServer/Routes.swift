@@ -12,10 +12,23 @@ enum Routes {
         let download: DownloadSnapshot
     }
 
-    static func router(session: Aria2Session, manager: DownloadManager) -> Router<BasicRequestContext> {
+    /// The routes.
+    /// - Parameters:
+    ///   - secret: the `--rpc-secret`: `/api/downloads` then needs it too (`Authorization: Bearer TOKEN`); the page
+    ///     reads it from its address's fragment (`/#token=TOKEN`), which browsers never send to a server.
+    ///   - allowsEveryOrigin: `--rpc-allow-origin-all`: web pages of every origin may call (CORS); otherwise a
+    ///     request a page of another origin makes is refused.
+    static func router(
+        session: Aria2Session, manager: DownloadManager, secret: String?, allowsEveryOrigin: Bool
+    ) -> Router<BasicRequestContext> {
         let router = Router()
-        // Web front-ends for aria2 are served from other origins (aria2's --rpc-allow-origin-all).
-        router.add(middleware: CORSMiddleware(allowOrigin: .all, allowHeaders: [.contentType], allowMethods: [.post]))
+        if allowsEveryOrigin {
+            router.add(
+                middleware: CORSMiddleware(
+                    allowOrigin: .all, allowHeaders: [.contentType, .authorization], allowMethods: [.get, .post]))
+        } else {
+            router.add(middleware: OriginGuard())
+        }
         router.post("jsonrpc") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 4 << 20)
             guard let answer = await session.respond(to: Data(body.readableBytesView)) else {
@@ -23,7 +36,10 @@ enum Routes {
             }
             return json(answer)
         }
-        router.get("api/downloads") { _, _ -> Response in
+        router.get("api/downloads") { request, _ -> Response in
+            if let secret, request.headers[.authorization] != "Bearer \(secret)" {
+                return Response(status: .unauthorized, headers: [.wwwAuthenticate: "Bearer"])
+            }
             var rows: [Row] = []
             var cursor: DownloadManager.ReceiptCursor?
             repeat {

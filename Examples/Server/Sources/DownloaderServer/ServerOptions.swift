@@ -8,6 +8,7 @@ struct ServerOptions {
     var secret: String?
     var maximumActiveDownloads = 4
     var continuesInterrupted = true
+    var allowsEveryOrigin = false
 
     static let usage = """
         usage: downloader-server --port N --dir DIR [--rpc-secret TOKEN] [OPTION]...
@@ -19,7 +20,10 @@ struct ServerOptions {
           --port N                     listen on port N (default 6800, aria2's; 0 picks a free one)
           --host ADDRESS               listen on ADDRESS (default 127.0.0.1; 0.0.0.0 for every interface)
           --dir DIR                    where files land; its state lives in DIR/.downloader (default: here)
-          --rpc-secret TOKEN           every RPC call must pass "token:TOKEN" first (aria2's --rpc-secret)
+          --rpc-secret TOKEN           every RPC call must pass "token:TOKEN" first (aria2's --rpc-secret); the
+                                       page then needs it too: open /#token=TOKEN
+          --rpc-allow-origin-all       let web pages of any origin call (CORS); by default a request that a page
+                                       of another origin makes is refused, so a site cannot drive the service
           -j, --max-concurrent-downloads N
                                        downloads at once (default 4; aria2.changeGlobalOption changes it)
           --no-continue                leave downloads a stop interrupted paused at start (default: continue)
@@ -52,6 +56,7 @@ struct ServerOptions {
                 guard let count = Int(text), count >= 1 else { throw UsageError("\(argument) takes a positive number") }
                 options.maximumActiveDownloads = count
             case "--no-continue": options.continuesInterrupted = false
+            case "--rpc-allow-origin-all": options.allowsEveryOrigin = true
             default: throw UsageError("unknown option \(argument)")
             }
         }

@@ -40,7 +40,14 @@ enum StatusPage {
         }
         async function refresh() {
           try {
-            const rows = await (await fetch("/api/downloads")).json();
+            // With --rpc-secret the page is opened as /#token=SECRET: the fragment never reaches a server.
+            const token = new URLSearchParams(location.hash.slice(1)).get("token");
+            const answer = await fetch("/api/downloads", token ? { headers: { Authorization: "Bearer " + token } } : {});
+            if (answer.status == 401) {
+              document.getElementById("summary").textContent = "This server has a secret: open /#token=SECRET";
+              return;
+            }
+            const rows = await answer.json();
             const body = document.getElementById("downloads");
             body.replaceChildren();
             let done = 0;

@@ -41,7 +41,8 @@ do {
         manager: manager, directory: options.directory, secret: options.secret,
         requestShutdown: { kill(getpid(), SIGTERM) })  // the same graceful path as a signal
     let app = Application(
-        router: Routes.router(session: session, manager: manager),
+        router: Routes.router(
+            session: session, manager: manager, secret: options.secret, allowsEveryOrigin: options.allowsEveryOrigin),
         configuration: .init(address: .hostname(options.host, port: options.port), serverName: "downloader-server"),
         onServerRunning: { channel in
             // Scripts started with --port 0 read the port from this line.

@@ -61,6 +61,11 @@ final class Aria2SessionTests {
         #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"bogus":"1"}"#)) == 1)
         #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"dir":"/etc"}"#)) == 1)
         #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"dir":"../x"}"#)) == 1)
+        #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"dir":".downloader"}"#)) == 1)
+        #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"out":"a/.b"}"#)) == 1)
+        #expect(
+            errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"header":"X: a\r\nY: b"}"#))
+                == -32602)
         #expect(errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], {"checksum":"md5"}"#)) == -32602)
         #expect(errorCode(try await call("aria2.tellStatus", #""0123456789abcdef""#)) == 1)
         #expect(errorCode(try await call("aria2.tellStatus", #""not hex!""#)) == 1)
