@@ -29,7 +29,8 @@ extension Arguments {
         Download:
           -P, -d, --dir DIR          where files and download state live (default: the current directory);
                                      --directory-prefix means the same
-          -o, --out NAME             the one URL's file name inside DIR
+          -o, --out NAME             the one URL's file name inside DIR; a file partly downloaded from another
+                                     URL (an expired signed link) continues from this one if it proves the same
           -O, --output FILE          write the one URL to exactly FILE, replacing it once verified (the state
                                      lives in FILE's folder unless --dir is given); --output-document too
           -O -                       the one URL's bytes to stdout as they arrive (dl -O - URL | tar x): no

@@ -33,6 +33,26 @@ func list(_ state: URL, directory: URL) -> Int32 {
     return 0
 }
 
+/// `dl -o NAME NEWURL` (or `-O FILE`) for a file partly downloaded from another URL — a signed link that expired —
+/// continues that download from the new URL (`DownloadManager.changeURL(of:to:)`): its bytes are kept when the server
+/// proves the same file (validators and length, or the expected checksum), and no second entry is left behind.
+/// - Returns: the earlier download's URL, which the run then asks for; `nil` when there is none.
+func continuesUnderNewURL(
+    _ request: Arguments.Request, _ arguments: Arguments, in directory: URL, manager: DownloadManager,
+    renderer: ProgressRenderer
+) async -> URL? {
+    guard let file = downloadOptions(request, arguments, in: directory).destination,
+        let earlier = await manager.unfinishedDownload(writingTo: file),
+        earlier.url != request.url.withoutCredentials,
+        (try? await manager.changeURL(of: earlier.url, to: request.url)) != nil
+    else { return nil }
+    renderer.printError(
+        Screen.safe(
+            "dl: \(file.lastPathComponent): continuing the partial file from \(earlier.url.redactedAbsoluteString) "
+                + "with the new URL (kept only if the server proves it is the same file)"))
+    return earlier.url
+}
+
 /// What the command line and the input file ask of one URL.
 func downloadOptions(_ request: Arguments.Request, _ arguments: Arguments, in directory: URL) -> DownloadOptions {
     var headers = arguments.headers
@@ -130,7 +150,14 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     }
 
     // The command line's URLs in their order, then the input file's as the batch asks for them.
-    let commandLine = arguments.requests.map { request in
+    var named = arguments.requests
+    if named.count == 1, arguments.input == nil, named[0].destination != nil,
+        let earlier = await continuesUnderNewURL(
+            named[0], arguments, in: directory, manager: manager, renderer: renderer)
+    {
+        named[0].url = earlier  // the download the partial file belongs to, now fetched from the new URL
+    }
+    let commandLine = named.map { request in
         DownloadRequest(request.url, options: downloadOptions(request, arguments, in: directory))
     }
     let listed = arguments.input.map { input in

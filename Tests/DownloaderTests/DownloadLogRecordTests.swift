@@ -45,4 +45,29 @@ final class DownloadLogRecordTests: Sendable {
         // State changes, retries and failures only: a record per progress report would flood a log.
         #expect(logged.count < 20, "\(everything)")
     }
+
+    @Test("A restart from byte 0 is logged with its reason (the server has another version now)")
+    func restartLogged() async throws {
+        let records = Locked<[DownloadLogRecord]>([])
+        var configuration = DownloadManager.Configuration.forTests(directory: directory)
+        configuration.log = { record in records.withLock { $0.append(record) } }
+        let manager = try DownloadManager(configuration: configuration)
+        // The first GET stops after 100,000 bytes; every later request sees a new version.
+        let url = server.url(
+            "/bytes/restarted?size=300000&stallAfter=100000&stall=60&stallCount=1&stallReached=1&changeAt=1")
+        await manager.enqueue(url)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while await (manager.receipt(for: url)?.totalBytesWritten ?? 0) < 65_536, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        await manager.suspend(url)
+        await manager.resume(url)
+        let receipt = try await manager.download(url)
+        #expect(receipt.state == .completed)
+        await manager.shutdown()
+        let logged = records.withLock { $0 }
+        let restart = logged.first { $0.level == .warning && $0.message.contains("byte 0") }
+        #expect(restart != nil, "\(logged.map(\.message))")
+        #expect(restart?.metadata["id"] == receipt.identifier)
+    }
 }

@@ -26,7 +26,9 @@ final class SecretsTests: Sendable {
     static let listxattr: List? = dlsym(nil, "listxattr").map { unsafeBitCast($0, to: List.self) }
     static let getxattr: Get? = dlsym(nil, "getxattr").map { unsafeBitCast($0, to: Get.self) }
 
-    static let secrets = ["hunter2", "alice", "Bearer-TOKEN-42", "session=COOKIE-77", "Basic UFJPWFk="]
+    static let secrets = [
+        "hunter2", "alice", "Bearer-TOKEN-42", "session=COOKIE-77", "Basic UFJPWFk=", "mirror-pass-9",
+    ]
 
     /// Every byte under the directory, extended attributes included, as text.
     func everythingOnDisk() -> String {
@@ -56,10 +58,12 @@ final class SecretsTests: Sendable {
         components.user = "alice"
         components.password = "hunter2"
         let url = components.url!
-        let options = DownloadOptions(headers: [
+        var options = DownloadOptions(headers: [
             "Authorization": "Bearer-TOKEN-42", "Cookie": "session=COOKIE-77", "Proxy-Authorization": "Basic UFJPWFk=",
             "X-Public": "kept",
         ])
+        // A mirror's user and password too (a mirror is tried only when the URL fails: this one never is).
+        options.mirrors = [URL(string: "http://bob:mirror-pass-9@127.0.0.1:1/private")!]
         let first = try DownloadManager(configuration: .forTests(directory: temporary.url))
         await first.enqueue(url, options: options)
         #expect(await server.waitUntil { $0.stallsBegun >= 1 })

@@ -85,7 +85,7 @@ struct TransferStateMachineSegmentsTests {
         for request in requests where request.connection != 2 {
             #expect(machine.segmentEnded(connection: request.connection, end: .cancelled, received: 10).isEmpty)
         }
-        guard case .startOver(_, let metadata) = machine.segmentsEnded() else {
+        guard case .startOver(_, let metadata, _) = machine.segmentsEnded() else {
             Issue.record("a fallback starts over")
             return
         }

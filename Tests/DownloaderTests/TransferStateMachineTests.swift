@@ -184,7 +184,7 @@ struct TransferStateMachineTests {
         var machine = Self.machine(offset: 1 << 20, primed: true)
         for restart in 1...3 {
             _ = try #require(Self.window(machine.next(warmConnection: true)))
-            guard case .startOver(let announced, let metadata) = Self.end(&machine, .restartFromZero(reason: "new"))
+            guard case .startOver(let announced, let metadata, _) = Self.end(&machine, .restartFromZero(reason: "new"))
             else {
                 Issue.record("restart \(restart) starts over")
                 return
@@ -251,7 +251,7 @@ struct TransferStateMachineTests {
         let mismatch = DownloadError.checksumMismatch(Self.url, expected: "a", actual: "b")
         var machine = Self.machine(offset: 64 << 20, primed: true)
         #expect(machine.next(warmConnection: true) == .verify)
-        guard case .startOver(_, let metadata) = machine.digestChecked(mismatch: mismatch) else {
+        guard case .startOver(_, let metadata, _) = machine.digestChecked(mismatch: mismatch) else {
             Issue.record("starts over once")
             return
         }

@@ -133,6 +133,10 @@ struct JournalEntry: Codable, Sendable, Equatable {
         let secret = options.headers.keys.filter { Self.secretHeaders.contains($0.lowercased()) }
         if url.hasCredentials || !secret.isEmpty || credentialsNotSaved == true { credentialsNotSaved = true }
         url = url.withoutCredentials
+        if options.mirrors.contains(where: \.hasCredentials) {
+            credentialsNotSaved = true
+            options.mirrors = options.mirrors.map(\.withoutCredentials)
+        }
         for name in secret { options.headers[name] = nil }
         error = error?.withoutCredentials
     }

@@ -102,8 +102,12 @@ extension Transfer {
         }
         guard let identity = job.files.partialIdentity else { return startOver(job, probe: probe) }
         if let probe {
-            if probe.validators.differs(from: saved.validators) { return startOver(job, probe: probe) }
+            if probe.validators.differs(from: saved.validators) {
+                warn("the server has another version of the file (validators differ); starting from byte 0")
+                return startOver(job, probe: probe)
+            }
             if let now = probe.totalLength, let before = saved.totalLength, now != before {
+                warn("the file's length changed from \(before) to \(now) bytes; starting from byte 0")
                 return startOver(job, probe: probe)
             }
         }

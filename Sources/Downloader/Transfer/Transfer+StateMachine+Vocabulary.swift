@@ -74,8 +74,9 @@ extension Transfer.StateMachine {
         /// Fetch every missing byte over several connections: `startSegments()`, then its events until every connection
         /// is idle; `segmentsEnded()`.
         case fetchSegments(connections: Int)
-        /// Empty the partial file and the hash (`DiskCommand.startOver`) and save this metadata; then `proceed`.
-        case startOver(announced: [Checksum], metadata: ResourceMetadata)
+        /// Empty the partial file and the hash (`DiskCommand.startOver`) and save this metadata, telling the caller
+        /// why (`reason`, a warning); then `proceed`.
+        case startOver(announced: [Checksum], metadata: ResourceMetadata, reason: String)
         /// Tell the user (bytes were not used, or ranges given up); then `proceed`.
         case warn(String)
         /// Save this checkpoint, if any, and wait until the disk is past the middle of the last window;

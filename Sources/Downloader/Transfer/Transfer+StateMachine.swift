@@ -103,7 +103,9 @@ extension Transfer.StateMachine {
         if !metadata.rangesSupported && position.offset > 0 {
             // No way to ask for the rest: the next request streams the whole resource from byte 0.
             position.startOver()
-            return .startOver(announced: metadata.announced, metadata: metadata)
+            return .startOver(
+                announced: metadata.announced, metadata: metadata,
+                reason: "the server does not serve ranges: the whole file again from byte 0")
         }
         var window = Window(target: redirectTarget ?? (source > 0 ? sources[source] : nil), start: position.offset)
         window.sameVersionOnly = source > 0 && !hasExpectation && window.start > 0
@@ -178,10 +180,10 @@ extension Transfer.StateMachine {
             }
             if let completeLength, completeLength < position.offset {
                 var action = restart(reason: "the server cannot serve bytes from \(position.offset)")
-                if case .startOver(let announced, var metadata) = action {
+                if case .startOver(let announced, var metadata, let reason) = action {
                     position.metadata.totalLength = completeLength
                     metadata.totalLength = completeLength
-                    action = .startOver(announced: announced, metadata: metadata)
+                    action = .startOver(announced: announced, metadata: metadata, reason: reason)
                 }
                 return action
             }
@@ -290,7 +292,9 @@ extension Transfer.StateMachine {
         let metadata = position.metadata
         position.startOver()
         state = .ready
-        return .startOver(announced: metadata.announced, metadata: metadata)
+        return .startOver(
+            announced: metadata.announced, metadata: metadata,
+            reason: "\(mismatch.reason): fetched once more from byte 0")
     }
 
     /// The task was cancelled (a pause, a removal, a shutdown).
@@ -358,7 +362,7 @@ extension Transfer.StateMachine {
         position.metadata = metadata
         position.startOver()
         state = .ready
-        return .startOver(announced: [], metadata: metadata)
+        return .startOver(announced: [], metadata: metadata, reason: "\(reason): starting again from byte 0")
     }
 
     /// Fetches the resource whole, without `Range`, from now on: once per download (a second time is an error).

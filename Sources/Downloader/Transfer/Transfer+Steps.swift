@@ -34,6 +34,9 @@ extension Transfer {
             sameVersionOnly: window.sameVersionOnly,
             firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
         let end = await bridge.perform(request, sink: sink, rank: rank)
+        if sink.isOtherVersion {
+            warn("the server sent another version of the file in place of the rest; it replaces it from byte 0")
+        }
         // The request has ended: the network side is the machine's again.
         let report = StateMachine.Report(
             position: sink.position, respondingURL: sink.respondingURL, isWholeStream: sink.isWholeStream,

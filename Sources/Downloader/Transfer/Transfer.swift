@@ -168,7 +168,8 @@ final class Transfer: Sendable {
                 case .warn(let reason):
                     warn(reason)
                     action = .proceed
-                case .startOver(let announced, let metadata):
+                case .startOver(let announced, let metadata, let reason):
+                    warn(reason)
                     job.send(.startOver(announced: announced))
                     job.send(.checkpoint(metadata))
                     action = .proceed

@@ -1,0 +1,55 @@
+import Foundation
+
+/// A download given a fresh URL — a signed link that expired, a moved mirror — keeps its identity and its bytes.
+extension DownloadManager {
+    /// Gives a download a new URL to fetch from (a fresh signed link after the old one expired, say), keeping what
+    /// it has.
+    ///
+    /// The download keeps its identity (`url`, its identifier, receipt and file name); `newURL` becomes its first
+    /// mirror (`DownloadOptions.mirrors`), saved with it, so that every later request — after a restart too — goes
+    /// there once `url` itself fails. Its partial file and hash state continue only as a mirror's do: when the new
+    /// URL proves the same version (the same length and validators, asked with `If-Range`), or, with an expected
+    /// checksum, when the bytes before the resume point compare equal and the checksum holds at the end; otherwise
+    /// it starts again from byte 0. A failed download is resumed; a running one switches at once (its waiters keep
+    /// waiting); a suspended one stays suspended until `resume(_:)`; a completed one is not changed.
+    /// - Parameters:
+    ///   - url: the download (its identity).
+    ///   - newURL: where to fetch it from now; an http(s) URL. Its credentials, if any, are kept in memory only.
+    /// - Returns: the receipt, `nil` when no download has that URL or it is completed.
+    /// - Throws: `DownloadError.invalidURL` or `.unsupportedScheme` for a `newURL` that cannot be downloaded.
+    @discardableResult
+    public func changeURL(of url: URL, to newURL: URL) throws(DownloadError) -> DownloadReceipt? {
+        let url = url.withoutCredentials
+        try newURL.validateForDownload()
+        guard var record = book[url], let state = machine.state(of: url), state != .completed else { return nil }
+        guard newURL.withoutCredentials != url else { return record.receipt }
+        record.options.mirrors.removeAll { $0.withoutCredentials == newURL.withoutCredentials }
+        record.options.mirrors.insert(newURL, at: 0)
+        book[url] = record
+        persist(url)
+        switch state {
+        case .failed:
+            apply(machine.resume(url))
+        case .downloading:
+            // A new transfer reads the new mirrors: this one stops, and the next one starts when it has.
+            apply(machine.suspend(url))
+            apply(machine.resume(url))
+        case .queued, .suspended, .idle, .completed:
+            break
+        }
+        return book[url]?.receipt
+    }
+
+    /// The unfinished download whose verified file goes to `destination` (its `DownloadOptions.destination`), if any:
+    /// for a program that names the file it wants and may be given a new URL for it (see `changeURL(of:to:)`).
+    /// - Parameter destination: a file URL.
+    /// - Returns: its receipt; `nil` when none, or when that download is completed.
+    public func unfinishedDownload(writingTo destination: URL) -> DownloadReceipt? {
+        let target = destination.standardizedFileURL
+        for record in book.all where record.options.destination?.standardizedFileURL == target {
+            guard record.receipt.state != .completed, !machine.hasCompletedFile(record.receipt.url) else { continue }
+            return record.receipt
+        }
+        return nil
+    }
+}
