@@ -49,6 +49,10 @@ extension Arguments {
               --netrc-file FILE      read logins from FILE instead of ~/.netrc (read by default: machine, login,
                                      password and default entries, as curl, wget and aria2c read them)
               --no-netrc             do not read ~/.netrc
+              --load-cookies FILE    send the cookies of FILE (the Netscape format of curl, wget, aria2c and
+                                     browser exports) with every request they match, never to another host
+              --save-cookies FILE    write the cookies at the end (those loaded and those the servers set) to
+                                     FILE, mode 0600; cookies are never written to the download state
           -t, --tries N              attempts per URL, as wget counts them (default 6; 0 = no limit)
               --retries N            retries of transient faults per URL (default 5), each resuming by Range
           -T, --timeout SECONDS      a request that receives nothing for this long is retried (default 30)

@@ -46,6 +46,9 @@ struct Arguments {
     var readsNetrc = true
     /// `--result-log`: a JSON Lines file of every URL's outcome (`ResultLog`).
     var resultLog: String?
+    /// `--load-cookies` / `--save-cookies`: Netscape cookie files (`DownloadCookieJar`).
+    var loadCookies: String?
+    var saveCookies: String?
     /// `--on-complete`: a command run for each verified file (`CompletionHook`).
     var onComplete: String?
     /// The login of each URL's host (mirrors too), from `--user`/`--password`, else `.netrc`.
@@ -166,6 +169,10 @@ struct Arguments {
                 result.netrcFile = try value(for: flag, inline: inline)
             case "--no-netrc":
                 result.readsNetrc = false
+            case "--load-cookies":
+                result.loadCookies = try value(for: flag, inline: inline)
+            case "--save-cookies":
+                result.saveCookies = try value(for: flag, inline: inline)
             case "--result-log":
                 result.resultLog = try value(for: flag, inline: inline)
             case "--on-complete", "--on-download-complete":

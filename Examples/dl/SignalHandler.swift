@@ -19,9 +19,15 @@ final class SignalHandler: @unchecked Sendable {
     private let lock = NSLock()
     private var stopping = false
     private var sources: [DispatchSourceSignal] = []
+    /// Called once the state is saved, before the exit (`--save-cookies`).
+    private let onStop: @Sendable () -> Void
 
-    init(manager: DownloadManager, renderer: ProgressRenderer, directory: URL) {
+    init(
+        manager: DownloadManager, renderer: ProgressRenderer, directory: URL,
+        onStop: @escaping @Sendable () -> Void = {}
+    ) {
         self.manager = manager
+        self.onStop = onStop
         self.renderer = renderer
         self.directory = directory
         stateDirectory = directory.appendingPathComponent(".dl", isDirectory: true)
@@ -54,6 +60,7 @@ final class SignalHandler: @unchecked Sendable {
         Task {
             renderer.freeze()  // the last progress stays on screen
             await manager.shutdown()
+            onStop()
             renderer.printError(Self.stopMessage(directory: directory, state: stateDirectory))
             exit(status)
         }

@@ -91,6 +91,24 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.credentials = arguments.credentials
     configuration.maximumConnectionsPerHost = arguments.connectionsPerHost
     if ProcessInfo.processInfo.environment["DL_FIRST_REQUEST_CUT"] == "0" { configuration.firstRequestBudget = nil }
+    let cookies: DownloadCookieJar
+    do {
+        cookies =
+            try arguments.loadCookies.map { try DownloadCookieJar(contentsOf: URL(fileURLWithPath: $0)) }
+            ?? DownloadCookieJar()
+    } catch {
+        Console.error(Screen.safe("dl: \((error as? DownloadError)?.reason ?? "\(error)")") + "\n")
+        return 2
+    }
+    configuration.cookies = cookies
+    let saveCookies: @Sendable () -> Void = {
+        guard let path = arguments.saveCookies else { return }
+        do throws(DownloadError) {
+            try cookies.write(to: URL(fileURLWithPath: path))
+        } catch {
+            Console.error(Screen.safe("dl: \(error.reason)") + "\n")
+        }
+    }
 
     if arguments.output == "-" {
         return await StreamOutput.run(
@@ -140,7 +158,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         mode: arguments.quiet ? .quiet : (isatty(STDERR_FILENO) == 1 ? .terminal : .plain))
     // Ctrl-C, SIGTERM and SIGHUP: suspend everything, save the state, then exit 130 / 143 / 129. A second signal exits
     // at once.
-    let signals = SignalHandler(manager: manager, renderer: renderer, directory: directory)
+    let signals = SignalHandler(manager: manager, renderer: renderer, directory: directory, onStop: saveCookies)
     signals.install()
     renderer.redrawOnResize()
 
@@ -196,6 +214,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     if signals.isStopping { await signals.waitForever() }
     await hook?.finish()
     await manager.shutdown()
+    saveCookies()
     await events.value  // shutdown ends the stream once every event is delivered
     renderer.finish(failures: failures)
     if let bad = arguments.input?.failure.withLock({ $0 }) {

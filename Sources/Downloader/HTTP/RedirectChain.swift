@@ -11,7 +11,7 @@ import Foundation
 ///   or CDN gate answers a `302` to the same URL that sets a cookie, and the cookie then opens it).
 /// - Credentials the caller set (`originBoundHeaders`) go to the original origin only (curl's rule since
 ///   CVE-2022-27776); every other header follows.
-/// - Cookies the chain sets are sent on the rest of it, scoped by domain and path (`RedirectCookies`); the caller's
+/// - Cookies the chain sets are sent on the rest of it, scoped by domain and path (`CookieList`); the caller's
 ///   own `Cookie` header is sent again only to the original origin. The header is built afresh on each hop, so no
 ///   cookie is sent twice.
 struct RedirectChain: Sendable {
@@ -35,7 +35,7 @@ struct RedirectChain: Sendable {
     /// Each URL visited with the cookies it was asked with (`URL`, a NUL, the `Cookie` value).
     private var visited: Set<String>
     /// Cookies the chain set.
-    private var cookies = RedirectCookies()
+    private var cookies = CookieList()
 
     /// Starts a chain at `request`'s URL.
     /// - Parameters:

@@ -105,6 +105,12 @@ extension DownloadManager {
         /// or inspects it sends nothing), and the caller decides with `resumeInterrupted()`; a service that should
         /// pick up where it stopped sets `true`.
         public var continuesInterruptedDownloads: Bool
+        /// The manager's cookies (`DownloadCookieJar`, e.g. read from curl's, wget's or a browser's cookie file):
+        /// sent with every request they match (beside a download's own `Cookie` header, which wins for a name both
+        /// give), and updated by every response's `Set-Cookie`; write it out afterwards to keep a login. Default
+        /// `nil`: the manager keeps an empty jar of its own in memory, for its life. Cookies are never written to the
+        /// manager's state.
+        public var cookies: DownloadCookieJar?
 
         /// Creates a configuration with the defaults.
         /// - Parameter directory: where receipts and files live.
@@ -129,6 +135,7 @@ extension DownloadManager {
             directoryLockTimeout = 0
             removesStateWhenFinished = false
             continuesInterruptedDownloads = false
+            cookies = nil
             log = nil
         }
     }

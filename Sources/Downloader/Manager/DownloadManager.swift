@@ -169,7 +169,8 @@ public actor DownloadManager {
                     (Double($0), max(0.1, configuration.lowestSpeedInterval))
                 }, userAgent: configuration.userAgent, prepareRequest: configuration.prepareRequest,
                 credentials: HostCredentials(configuration.credentials),
-                connectionCap: configuration.maximumConnectionsPerHost))
+                connectionCap: configuration.maximumConnectionsPerHost,
+                cookies: configuration.cookies ?? DownloadCookieJar()))
         runner = TransferRunner(
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),

@@ -4,7 +4,8 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// What every request gets before it goes out: the `User-Agent`, and the caller's `prepareRequest` hook.
+/// What every request gets before it goes out: the `User-Agent`, the manager's cookies, and the caller's
+/// `prepareRequest` hook.
 extension SessionBridge {
     /// The request as it goes out: with the `User-Agent`, then through `Configuration.prepareRequest`.
     /// - Returns: the request, or how the request ends when the hook threw or the task was cancelled.
@@ -12,6 +13,11 @@ extension SessionBridge {
         var request = request
         if let userAgent = configuration.userAgent, request.value(forHTTPHeaderField: "User-Agent") == nil {
             request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
+        }
+        if let jar = configuration.cookies, let url = request.url, let cookies = jar.header(for: url) {
+            // The caller's own `Cookie` header wins for a name both give.
+            request.setValue(
+                CookieList.merge(request.value(forHTTPHeaderField: "Cookie"), cookies), forHTTPHeaderField: "Cookie")
         }
         guard let prepare = configuration.prepareRequest else { return .success(request) }
         do {

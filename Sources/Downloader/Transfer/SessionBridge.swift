@@ -35,6 +35,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// The most requests in flight to one host over all downloads (`ConnectionGate`); `nil`: no cap, only
         /// refusals ("too many") lower a host's.
         var connectionCap: Int?
+        /// The manager's cookies: sent with every request they match, updated by every response (`nil`: none at
+        /// all but a redirect chain's own, for that chain).
+        var cookies: DownloadCookieJar?
     }
 
     struct Entry {
@@ -88,6 +91,10 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         sessionConfiguration.httpMaximumConnectionsPerHost = max(1, configuration.maximumConnectionsPerHost)
         sessionConfiguration.requestCachePolicy = .reloadIgnoringLocalCacheData
         sessionConfiguration.urlCache = nil
+        // Cookies are the bridge's (`Configuration.cookies`): URLSession's storage would replace a request's own
+        // `Cookie` header with its cookies (corelibs' `setCookies(on:)`) rather than add to it.
+        sessionConfiguration.httpShouldSetCookies = false
+        sessionConfiguration.httpCookieStorage = nil
         // An idle timer on Linux that also runs while a task waits for a connection: keep it out of the way and let
         // the watchdog judge stalls.
         sessionConfiguration.timeoutIntervalForRequest = max(600, configuration.stallTimeout * 4)
@@ -245,6 +252,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     ) {
         let id = dataTask.taskIdentifier
         redirectSettled(id)
+        if let http = response as? HTTPURLResponse { configuration.cookies?.take(from: http) }
         guard let sink = openSink(id) else {
             completionHandler(.cancel)
             return
@@ -342,8 +350,13 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             guard var entry = state.entries[id], entry.request.redirectWillBeAnswered() else { return .leave }
             entry.lastActivity = DispatchTime.now().uptimeNanoseconds
             defer { state.entries[id] = entry }
+            configuration.cookies?.take(from: response)
             switch entry.redirects.redirect(response, to: request) {
-            case .follow(let next):
+            case .follow(var next):
+                if let jar = configuration.cookies, let target = next.url {
+                    let merged = CookieList.merge(next.value(forHTTPHeaderField: "Cookie"), jar.header(for: target))
+                    next.setValue(merged, forHTTPHeaderField: "Cookie")
+                }
                 entry.sentCredentials = next.value(forHTTPHeaderField: "Authorization") != nil
                 return .follow(next)
             case .refuse(let error): return .refuse(.failed(error))

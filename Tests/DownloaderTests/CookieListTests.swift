@@ -9,7 +9,7 @@ import Testing
 
 /// The cookies a redirect chain carries (issue #36): scoped by domain and path, never sent to another host.
 @Suite("Redirect cookies")
-struct RedirectCookiesTests {
+struct CookieListTests {
     private func response(_ url: String, setCookie: [String]) -> HTTPURLResponse {
         // One header per cookie is what a server sends; Foundation's parser takes them joined by commas.
         HTTPURLResponse(
@@ -19,7 +19,7 @@ struct RedirectCookiesTests {
 
     @Test("A host-only cookie goes back to its host only, on its path")
     func hostOnly() {
-        var cookies = RedirectCookies()
+        var cookies = CookieList()
         cookies.take(from: response("http://a.example/login/start", setCookie: ["gate=open; Path=/files"]))
         #expect(cookies.header(for: URL(string: "http://a.example/files/f.bin")!) == "gate=open")
         #expect(cookies.header(for: URL(string: "http://a.example/files")!) == "gate=open")
@@ -32,7 +32,7 @@ struct RedirectCookiesTests {
 
     @Test("A Domain cookie covers the domain and its subdomains; a Domain that does not cover the host is ignored")
     func domains() {
-        var cookies = RedirectCookies()
+        var cookies = CookieList()
         cookies.take(from: response("http://www.example.org/", setCookie: ["s=1; Domain=example.org; Path=/"]))
         cookies.take(from: response("http://www.example.org/", setCookie: ["bad=1; Domain=other.org; Path=/"]))
         #expect(cookies.header(for: URL(string: "http://cdn.example.org/f")!) == "s=1")
@@ -43,7 +43,7 @@ struct RedirectCookiesTests {
 
     @Test("A Secure cookie is sent over https only; a cookie set again replaces the old one; an expired one goes")
     func secureReplaceExpire() {
-        var cookies = RedirectCookies()
+        var cookies = CookieList()
         cookies.take(from: response("https://h.example/", setCookie: ["t=1; Path=/; Secure"]))
         #expect(cookies.header(for: URL(string: "https://h.example/f")!) == "t=1")
         #expect(cookies.header(for: URL(string: "http://h.example/f")!) == nil)

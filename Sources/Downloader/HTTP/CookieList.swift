@@ -4,10 +4,10 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// The cookies a redirect chain sets, sent on the rest of that chain (as wget and aria2c do): a login or CDN gate
-/// answers a 302 that sets a cookie and leads back to the same URL, which the cookie then opens. A value: scoped by
-/// domain and path (RFC 6265), never sent to another host, kept in memory only.
-struct RedirectCookies: Sendable, Equatable {
+/// Cookies as a value, scoped by domain and path (RFC 6265), never sent to another host: the ones a redirect chain
+/// sets (`RedirectChain`: a login or CDN gate answers a 302 that sets a cookie and leads back to the same URL, which
+/// the cookie then opens, as wget and aria2c follow it), and a manager's `DownloadCookieJar`.
+struct CookieList: Sendable, Equatable {
     struct Cookie: Sendable, Equatable {
         var name: String
         var value: String
@@ -16,9 +16,12 @@ struct RedirectCookies: Sendable, Equatable {
         var hostOnly: Bool
         var path: String
         var secure: Bool
+        /// When it expires; `nil` for a session cookie.
+        var expires: Date?
+        var httpOnly = false
     }
 
-    private(set) var cookies: [Cookie] = []
+    var cookies: [Cookie] = []
 
     /// Takes the `Set-Cookie` headers of a response (a cookie that expires now is dropped).
     mutating func take(from response: HTTPURLResponse) {
@@ -32,11 +35,17 @@ struct RedirectCookies: Sendable, Equatable {
             guard hostOnly || host.hasSuffix("." + declared) else { continue }
             let entry = Cookie(
                 name: cookie.name, value: cookie.value, domain: hostOnly ? host : declared, hostOnly: hostOnly,
-                path: cookie.path.isEmpty ? "/" : cookie.path, secure: cookie.isSecure)
-            cookies.removeAll { $0.name == entry.name && $0.domain == entry.domain && $0.path == entry.path }
-            if let expires = cookie.expiresDate, expires <= Date() { continue }
-            cookies.append(entry)
+                path: cookie.path.isEmpty ? "/" : cookie.path, secure: cookie.isSecure, expires: cookie.expiresDate,
+                httpOnly: cookie.isHTTPOnly)
+            add(entry)
         }
+    }
+
+    /// Adds a cookie in place of the one with its name, domain and path; one that has expired only removes it.
+    mutating func add(_ cookie: Cookie) {
+        cookies.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
+        if let expires = cookie.expires, expires <= Date() { return }
+        cookies.append(cookie)
     }
 
     /// The `Cookie` header value for a request to `url`, or `nil` when no cookie applies.
@@ -51,9 +60,22 @@ struct RedirectCookies: Sendable, Equatable {
                 path == cookie.path
                 || (path.hasPrefix(cookie.path)
                     && (cookie.path.hasSuffix("/") || path.dropFirst(cookie.path.count).hasPrefix("/")))
-            return domainMatches && pathMatches && (!cookie.secure || https)
+            let live = cookie.expires.map { $0 > Date() } ?? true
+            return domainMatches && pathMatches && (!cookie.secure || https) && live
         }
         guard !matching.isEmpty else { return nil }
         return matching.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+    }
+
+    /// Two `Cookie` header values as one, the first's cookie winning where both name one.
+    static func merge(_ first: String?, _ second: String?) -> String? {
+        func pairs(_ header: String?) -> [Substring] {
+            (header ?? "").split(separator: ";").map { $0.drop { $0 == " " } }.filter { !$0.isEmpty }
+        }
+        func name(_ pair: Substring) -> Substring { pair.prefix { $0 != "=" } }
+        let kept = pairs(first)
+        let names = Set(kept.map(name))
+        let all = kept + pairs(second).filter { !names.contains(name($0)) }
+        return all.isEmpty ? nil : all.joined(separator: "; ")
     }
 }

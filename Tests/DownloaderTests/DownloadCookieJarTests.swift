@@ -1,0 +1,87 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Issue #36: a manager's cookies — the Netscape cookie file curl, wget and aria2c share, sent by domain and path,
+/// never to another host, updated by responses, never in the download state.
+@Suite("DownloadCookieJar")
+final class DownloadCookieJarTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    static let file = """
+        # Netscape HTTP Cookie File
+        # a comment
+
+        127.0.0.1\tFALSE\t/\tFALSE\t0\tgate\topen
+        .example.com\tTRUE\t/docs\tTRUE\t4102444800\tsid\tabc
+        #HttpOnly_127.0.0.1\tFALSE\t/bytes\tFALSE\t4102444800\tlogin\tyes
+        127.0.0.1\tFALSE\t/\tFALSE\t1000\told\tgone
+        not a cookie line
+        """
+
+    @Test("A Netscape file is read (comments, #HttpOnly_, dotted domains; expired and malformed lines skipped)")
+    func readsAndWrites() throws {
+        let source = workspace.directory.appendingPathComponent("cookies.txt")
+        try Self.file.write(to: source, atomically: true, encoding: .utf8)
+        let jar = try DownloadCookieJar(contentsOf: source)
+        #expect(jar.count == 3)
+        #expect(jar.header(for: URL(string: "http://127.0.0.1:9/bytes/a")!) == "gate=open; login=yes")
+        #expect(jar.header(for: URL(string: "http://127.0.0.1:9/other")!) == "gate=open")
+        #expect(jar.header(for: URL(string: "https://www.example.com/docs/x")!) == "sid=abc")
+        #expect(jar.header(for: URL(string: "http://www.example.com/docs/x")!) == nil, "secure: https only")
+        #expect(jar.header(for: URL(string: "https://example.org/docs/x")!) == nil, "never another host")
+
+        let copy = workspace.directory.appendingPathComponent("saved.txt")
+        try jar.write(to: copy)
+        let mode = try FileManager.default.attributesOfItem(atPath: copy.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let again = try DownloadCookieJar(contentsOf: copy)
+        #expect(again.list.withLock { $0 } == jar.list.withLock { $0 }, "the same cookies after a round trip")
+        #expect(throws: DownloadError.fileSystem) {
+            try DownloadCookieJar(contentsOf: workspace.directory.appendingPathComponent("missing.txt"))
+        }
+    }
+
+    @Test("A manager sends its jar's cookies, keeps the ones servers set, and keeps a download's own Cookie beside")
+    func managerUsesTheJar() async throws {
+        let jar = DownloadCookieJar()
+        var configuration = DownloadManager.Configuration.forTests(directory: workspace.directory)
+        configuration.cookies = jar
+        let manager = try DownloadManager(configuration: configuration)
+        // A gate: the first request gets a 302 that sets `g1=open`; the jar keeps it for later requests.
+        _ = try await manager.download(server.url("/bytes/gated?size=1000&cookieGate=g1"))
+        #expect(jar.count == 1)
+        server.resetStatistics()
+        // Another download behind the same gate goes straight through; its own Cookie header goes beside.
+        let second = server.url("/bytes/gated2?size=1000&cookieGate=g1")
+        _ = try await manager.download(second, options: DownloadOptions(headers: ["Cookie": "mine=1"]))
+        let requests = server.statistics.requests
+        #expect(requests.count == 1, "no 302: \(requests.map(\.target))")
+        #expect(requests.first?.value(forHeader: "Cookie") == "mine=1; g1=open", "\(requests.map(\.headers))")
+        await manager.shutdown()
+        let journal = try String(
+            contentsOf: workspace.directory.appendingPathComponent(".downloader/journal"), encoding: .utf8)
+        #expect(!journal.contains("g1=open") && !journal.contains("mine=1"), "cookies never reach the state")
+    }
+
+    @Test("Without a jar of its own a manager still keeps a download's Cookie header beside the cookies servers set")
+    func ownCookieKept() async throws {
+        let manager = try DownloadManager(configuration: .forTests(directory: workspace.directory))
+        _ = try await manager.download(server.url("/bytes/kept?size=1000&cookieGate=g2"))
+        server.resetStatistics()
+        let second = server.url("/bytes/kept2?size=1000&cookieGate=g2")
+        _ = try await manager.download(second, options: DownloadOptions(headers: ["Cookie": "mine=2"]))
+        let sent = server.statistics.requests.compactMap { $0.value(forHeader: "Cookie") }
+        // d1ecfd3 … f8c713f: URLSession's own cookie storage replaced the header with `g2=open` (corelibs'
+        // `setCookies(on:)`): the download's cookie was never sent.
+        #expect(sent.first == "mine=2; g2=open", "\(sent)")
+        await manager.shutdown()
+    }
+}
