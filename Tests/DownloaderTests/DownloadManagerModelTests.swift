@@ -6,7 +6,9 @@ import Testing
 /// A model-based test of the public API across restarts (issue #32): seeded random sequences of `download`,
 /// `enqueue` (with and without a completion), `suspend`, `resume`, `remove`, `forget`, `suspendAll`, `resumeAll`,
 /// restarts on the same directory and a child process killed with SIGKILL, with random options and expected digests
-/// (some wrong), against `DownloadModel`. See `ModelRun` for the steps and `ModelRun+Checks` for the invariants.
+/// (some wrong), against `DownloadModel`; one restart in three opens with `continuesInterruptedDownloads`, and the
+/// restart policy is checked (what a shutdown or kill -9 stopped is interrupted and continues; a caller's pause is
+/// neither). See `ModelRun` for the steps and `ModelRun+Checks` for the invariants.
 ///
 /// CI runs a few seeds; by hand: `DOWNLOADER_MODEL_SEEDS=500 DOWNLOADER_MODEL_STEPS=60 swift test --filter
 /// DownloadManagerModelTests`, and one failing seed again with `DOWNLOADER_MODEL_SEED=N`.

@@ -231,19 +231,60 @@ extension ModelRun {
                 if exact && restored.fileURL != receipt.fileURL {
                     note("\(receipt.url)'s file moved across the restart: \(receipt.fileURL) → \(restored.fileURL)")
                 }
-            } else if exact {
+            } else if exact && !(continuing && receipt.isInterrupted) {
                 let expected: DownloadState =
                     receipt.state == .queued || receipt.state == .downloading ? .suspended : receipt.state
                 if restored.state != expected {
                     note("\(receipt.url) was \(receipt.state), restored \(restored.state)")
                 }
+                if restored.isInterrupted != receipt.isInterrupted {
+                    note("\(receipt.url) was interrupted: \(receipt.isInterrupted), restored: \(restored.isInterrupted)")
+                }
             }
-            if !restored.state.isResting { note("\(receipt.url) restored \(restored.state)") }
+            // With `continuesInterruptedDownloads` an interrupted download may be moving already (after the child's
+            // kill -9, any download it asked for is interrupted).
+            if !restored.state.isResting && !(continuing && (receipt.isInterrupted || !exact)) {
+                note("\(receipt.url) restored \(restored.state)")
+            }
         }
     }
 
     /// Evaluates `condition` until it holds or the deadline passes. It waits on no event (the condition spans actors
     /// and streams); the short pauses only bound how soon it is noticed.
+    /// The restart policy after a shutdown: what the shutdown stopped (it was waiting or running) is interrupted;
+    /// a caller's pause never is.
+    func checkInterruptions(_ receipts: [DownloadReceipt], stoppedByShutdown active: Set<URL>) {
+        for receipt in receipts where receipt.state == .suspended {
+            let resource = model.resources.firstIndex { $0.url == receipt.url }
+            let paused = resource.map(pausedByCaller.contains) ?? false
+            if paused && receipt.isInterrupted {
+                note("\(receipt.url), paused by its caller, is marked interrupted")
+            } else if !paused && active.contains(receipt.url) && !receipt.isInterrupted {
+                note("\(receipt.url) was stopped by the shutdown but is not marked interrupted")
+            }
+        }
+    }
+
+    /// With `continuesInterruptedDownloads`, once the new manager has continued what was interrupted, every download
+    /// a caller paused is still paused (and never marked interrupted).
+    func checkContinuation() async {
+        let manager = self.manager!
+        if continuing {
+            let continued = await Self.poll(within: .seconds(30)) {
+                !(await manager.allReceipts.contains { $0.isInterrupted && $0.state == .suspended })
+            }
+            if !continued { note("interrupted downloads were not continued at start") }
+        }
+        for receipt in await manager.allReceipts where receipt.state != .completed {
+            guard let resource = model.resources.firstIndex(where: { $0.url == receipt.url }),
+                pausedByCaller.contains(resource)
+            else { continue }
+            if receipt.isInterrupted || (receipt.state != .suspended && receipt.state != .failed) {
+                note("\(receipt.url), paused by its caller, is \(receipt.state), interrupted: \(receipt.isInterrupted)")
+            }
+        }
+    }
+
     static func poll(within limit: Duration, _ condition: () async -> Bool) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while ContinuousClock.now < deadline {

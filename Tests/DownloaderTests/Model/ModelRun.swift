@@ -34,6 +34,14 @@ final class ModelRun {
     var forgotten: [URL: Int] = [:]
     var problems: [String] = []
     var trace: [String] = []
+    /// Resources whose last word from a caller was `suspend` (or `suspendAll`): a caller's pause, which a restart
+    /// must never mark interrupted nor continue on its own (issue #35's restart policy).
+    var pausedByCaller: Set<Int> = []
+    /// Whether the current manager continues interrupted downloads when it opens.
+    var continuing = false
+    /// The last `download` caller of each resource: its call runs in a task of its own, so until it is answered a
+    /// later `suspend` may reach the manager before it (and the request then continues the download).
+    var downloadCallers: [Int: Int] = [:]
 
     init(seed: UInt64) throws {
         self.seed = seed
@@ -64,6 +72,7 @@ final class ModelRun {
     var configuration: DownloadManager.Configuration {
         var configuration = DownloadManager.Configuration.forTests(directory: directory, maximumActive: maximumActive)
         configuration.directoryLockTimeout = 30
+        configuration.continuesInterruptedDownloads = continuing
         return configuration
     }
 
@@ -110,6 +119,7 @@ final class ModelRun {
         }
         if problems.isEmpty {
             trace.append("final: resumeAll")
+            pausedByCaller.removeAll()
             await manager.resumeAll()
             await settle(final: true)
         }
@@ -145,6 +155,8 @@ final class ModelRun {
         case 0..<22:
             let (options, expectation) = options(for: resource)
             let id = model.addCaller(resource, expectation: expectation, epoch: epoch)
+            pausedByCaller.remove(resource)
+            downloadCallers[resource] = id
             trace.append("\(step): download r\(resource) #\(id) \(describe(options))")
             let manager = self.manager!
             let outcomes = self.outcomes
@@ -163,6 +175,7 @@ final class ModelRun {
         case 22..<32:
             let (options, expectation) = options(for: resource)
             let id = model.addCaller(resource, expectation: expectation, epoch: epoch)
+            pausedByCaller.remove(resource)
             trace.append("\(step): enqueue r\(resource) with completion #\(id) \(describe(options))")
             let outcomes = self.outcomes
             await manager.enqueue(
@@ -171,6 +184,7 @@ final class ModelRun {
             let (options, expectation) = options(for: resource)
             trace.append("\(step): enqueue r\(resource) \(describe(options))")
             model.known.insert(resource)
+            pausedByCaller.remove(resource)
             if let expectation, !model.resources[resource].isTrue(expectation) {
                 model.wrongGiven.insert(resource)
                 model.unanswerable.append(
@@ -180,9 +194,11 @@ final class ModelRun {
         case 42..<52:
             trace.append("\(step): suspend r\(resource)")
             model.allow("suspended", for: resource)
+            markPaused([resource])
             await manager.suspend(url)
         case 52..<62:
             trace.append("\(step): resume r\(resource)")
+            pausedByCaller.remove(resource)
             await manager.resume(url)
         case 62..<67:
             trace.append("\(step): remove r\(resource)")
@@ -200,9 +216,11 @@ final class ModelRun {
         case 71..<74:
             trace.append("\(step): suspendAll")
             model.allow("suspended", for: nil)
+            markPaused(Array(0..<model.resources.count))
             await manager.suspendAll()
         case 74..<77:
             trace.append("\(step): resumeAll")
+            pausedByCaller.removeAll()
             await manager.resumeAll()
         case 77..<82:
             trace.append("\(step): restart")
@@ -230,19 +248,37 @@ final class ModelRun {
         return parts.joined(separator: " ")
     }
 
+    /// A caller paused these resources: a pause the restart policy must keep — unless a `download` call of the
+    /// resource is still on its way, which may reach the manager after the pause and continue it.
+    func markPaused(_ resources: [Int]) {
+        for resource in resources {
+            if let id = downloadCallers[resource], outcomes.withLock({ $0[id] == nil }) {
+                pausedByCaller.remove(resource)
+            } else {
+                pausedByCaller.insert(resource)
+            }
+        }
+    }
+
     /// A removed or forgotten download: its callers end, its wrong expectations were dropped with it.
     func forget(_ resource: Int) {
+        pausedByCaller.remove(resource)
         model.allow("cancelled", for: resource)
         model.known.remove(resource)
         model.unanswerable.removeAll { $0.resource == resource }
     }
 
     func restart() async throws {
+        let active = Set(await manager.allReceipts.filter { $0.state == .queued || $0.state == .downloading }.map(\.url))
         await shutDown()
         let before = await manager.allReceipts
+        checkInterruptions(before, stoppedByShutdown: active)
+        continuing = Int.random(in: 0..<3, using: &random) == 0
+        trace.append(continuing ? "open, continuing interrupted downloads" : "open")
         try await open()
         let after = await manager.allReceipts
         checkRestored(before, after, exact: true)
+        await checkContinuation()
     }
 
     /// Shuts the manager down, lets a child process ask for some downloads on the same directory and kills it with
@@ -259,6 +295,7 @@ final class ModelRun {
         for _ in 0..<Int.random(in: 1...3, using: &random) {
             let resource = Int.random(in: 0..<model.resources.count, using: &random)
             model.known.insert(resource)
+            pausedByCaller.remove(resource)  // the child's request continues it
             requests.append(Request(url: model.resources[resource].url, options: options(for: resource).0))
         }
         let json = String(decoding: try JSONEncoder().encode(requests), as: UTF8.self)
@@ -291,9 +328,12 @@ final class ModelRun {
         }
         // What the child saved is asked: its new wrong expectations of unfinished downloads must be said later.
         let saved = savedExpectations()
+        continuing = Int.random(in: 0..<3, using: &random) == 0
+        trace.append(continuing ? "open, continuing interrupted downloads" : "open")
         try await open()
         let after = await manager.allReceipts
         checkRestored(before, after, exact: false)
+        await checkContinuation()
         for receipt in after where receipt.state != .completed {
             guard let resource = model.resources.firstIndex(where: { $0.url == receipt.url }) else { continue }
             let new = (saved[receipt.url] ?? []).filter { !(savedBefore[receipt.url] ?? []).contains($0) }
