@@ -238,7 +238,8 @@ extension ModelRun {
                     note("\(receipt.url) was \(receipt.state), restored \(restored.state)")
                 }
                 if restored.isInterrupted != receipt.isInterrupted {
-                    note("\(receipt.url) was interrupted: \(receipt.isInterrupted), restored: \(restored.isInterrupted)")
+                    note(
+                        "\(receipt.url) was interrupted: \(receipt.isInterrupted), restored: \(restored.isInterrupted)")
                 }
             }
             // With `continuesInterruptedDownloads` an interrupted download may be moving already (after the child's

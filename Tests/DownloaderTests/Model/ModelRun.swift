@@ -269,7 +269,8 @@ final class ModelRun {
     }
 
     func restart() async throws {
-        let active = Set(await manager.allReceipts.filter { $0.state == .queued || $0.state == .downloading }.map(\.url))
+        let moving = await manager.allReceipts.filter { $0.state == .queued || $0.state == .downloading }
+        let active = Set(moving.map(\.url))
         await shutDown()
         let before = await manager.allReceipts
         checkInterruptions(before, stoppedByShutdown: active)
