@@ -14,7 +14,7 @@ extension Arguments {
         "--max-connections-per-host",
         "--md5", "--checksum", "--checksum-file", "--checksum-optional", "--no-md5", "--quiet", "--list", "--user",
         "--http-user", "--password", "--http-password", "--netrc-file", "--no-netrc", "--on-complete",
-        "--on-download-complete", "--load-cookies", "--save-cookies",
+        "--on-download-complete", "--load-cookies", "--save-cookies", "--file-allocation",
     ]
 
     /// The accepted flag closest to a mistyped one (`--limt-rate` → `--limit-rate`), if one is close enough: at most

@@ -63,6 +63,8 @@ struct Arguments {
     var connections = 1
     /// `--max-connections-per-host`: requests in flight per host over all files (`nil`: no cap).
     var connectionsPerHost: Int?
+    /// `--file-allocation`: how a file's room is reserved (`FileAllocation`).
+    var fileAllocation = FileAllocation.falloc
     var naming: FileNaming = .suggested
     var quiet = false
     var list = false
@@ -219,6 +221,12 @@ struct Arguments {
                     throw UsageError(message: "\(flag) needs a whole number of 1 or more, not \"\(text)\"")
                 }
                 result.connectionsPerHost = count
+            case "--file-allocation":
+                let text = try value(for: flag, inline: inline)
+                guard let allocation = FileAllocation(rawValue: text) else {
+                    throw UsageError(message: "\(flag) takes none, prealloc or falloc, not \"\(text)\"")
+                }
+                result.fileAllocation = allocation
             case "--naming":
                 switch try value(for: flag, inline: inline) {
                 case "suggested": result.naming = .suggested

@@ -90,6 +90,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.maximumBytesPerSecond = arguments.overallLimit
     configuration.credentials = arguments.credentials
     configuration.maximumConnectionsPerHost = arguments.connectionsPerHost
+    configuration.fileAllocation = arguments.fileAllocation
     if ProcessInfo.processInfo.environment["DL_FIRST_REQUEST_CUT"] == "0" { configuration.firstRequestBudget = nil }
     let cookies: DownloadCookieJar
     do {

@@ -111,6 +111,9 @@ extension DownloadManager {
         /// `nil`: the manager keeps an empty jar of its own in memory, for its life. Cookies are never written to the
         /// manager's state.
         public var cookies: DownloadCookieJar?
+        /// How a download's file gets its room before its bytes arrive (`FileAllocation`, aria2's names). Default
+        /// `.none`.
+        public var fileAllocation: FileAllocation
 
         /// Creates a configuration with the defaults.
         /// - Parameter directory: where receipts and files live.
@@ -136,6 +139,7 @@ extension DownloadManager {
             removesStateWhenFinished = false
             continuesInterruptedDownloads = false
             cookies = nil
+            fileAllocation = .none
             log = nil
         }
     }

@@ -180,7 +180,8 @@ public actor DownloadManager {
                 firstWindowSize: Int64(max(1, configuration.firstWindowSize)),
                 firstRequestBudget: configuration.firstRequestBudget,
                 connections: configuration.connectionsPerDownload,
-                minimumSegmentSize: configuration.minimumSegmentSize, checksFreeSpace: configuration.checksFreeSpace),
+                minimumSegmentSize: configuration.minimumSegmentSize, checksFreeSpace: configuration.checksFreeSpace,
+                fileAllocation: configuration.fileAllocation),
             sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {

@@ -67,6 +67,8 @@ final class Transfer: Sendable {
         /// Whether a download of known length fails at once when the disk has less room than the bytes still to come
         /// (`TransferJob.checkFreeSpace`).
         var checksFreeSpace = true
+        /// Whether the partial file's blocks are reserved once its length is known (`TransferJob.reserveSpace`).
+        var fileAllocation = FileAllocation.none
         /// How long (nanoseconds) a body that cannot be resumed may keep more than `maximumUnwrittenBytes` waiting
         /// (see `WindowEndRule.behindGrace`).
         var diskBehindGrace: UInt64 = 1_000_000_000
@@ -133,7 +135,8 @@ final class Transfer: Sendable {
         let job = TransferJob(
             url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
             hashesByDefault: options.computesMD5, hashBacklogLimit: configuration.hashBacklogLimit,
-            checksFreeSpace: configuration.checksFreeSpace, progress: progress)
+            checksFreeSpace: configuration.checksFreeSpace, allocation: configuration.fileAllocation,
+            progress: progress)
         defer { job.closeFile() }
 
         // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current

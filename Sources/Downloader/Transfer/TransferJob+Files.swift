@@ -1,5 +1,9 @@
 import Foundation
 
+#if canImport(Glibc)
+    import Glibc
+#endif
+
 /// The partial file before the job's first command, or once drained (`Transfer.run()` owns the job then), and the
 /// room it needs (checked on the disk queue).
 extension TransferJob {
@@ -45,4 +49,23 @@ extension TransferJob {
                 reason: "not enough free space: \(format.string(fromByteCount: needed)) still to come, "
                     + "\(format.string(fromByteCount: free)) free on the disk of \(files.partialURL.path)"))
     }
+
+    /// Reserves the partial file's blocks for `total` bytes (`FileAllocation`; disk queue, once the length is known)
+    /// without changing its length. A file system that cannot is left as it is.
+    func reserveSpace(total: Int64?) {
+        guard allocation != .none, !reservedSpace, let total, total > 0, failure == nil, files.partialSize != nil
+        else { return }
+        reservedSpace = true
+        #if os(Linux)
+            guard let fallocate = Self.fallocate, let fd = try? files.openPartial(.positional) else { return }
+            _ = fallocate(fd, 1 /* FALLOC_FL_KEEP_SIZE */, 0, Int64(total))
+            _ = closeDescriptor(fd)
+        #endif
+    }
+
+    #if os(Linux)
+        /// glibc's `fallocate(2)` (a GNU extension Swift's Glibc module does not import), found at run time.
+        static let fallocate: (@convention(c) (Int32, Int32, Int64, Int64) -> Int32)? = dlsym(nil, "fallocate64")
+            .map { unsafeBitCast($0, to: (@convention(c) (Int32, Int32, Int64, Int64) -> Int32).self) }
+    #endif
 }

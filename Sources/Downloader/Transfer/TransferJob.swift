@@ -71,6 +71,9 @@ final class TransferJob: @unchecked Sendable {
     var receivedThisRun: Int64 = 0
     /// Whether the free space was compared with the bytes still to come (`checkFreeSpace`).
     var checkedFreeSpace = false
+    /// How the partial file's room is reserved (`reserveSpace`), and whether it was.
+    let allocation: FileAllocation
+    var reservedSpace = false
     /// The total length the last described metadata gives (for progress).
     private var total: Int64?
 
@@ -90,10 +93,11 @@ final class TransferJob: @unchecked Sendable {
     /// Creates the disk side of a transfer; nothing is opened until the first command.
     init(
         url: URL, files: PartialFiles, expectation: Checksum? = nil, hashesByDefault: Bool = true,
-        hashBacklogLimit: Int64 = 1 << 20, checksFreeSpace: Bool = true,
+        hashBacklogLimit: Int64 = 1 << 20, checksFreeSpace: Bool = true, allocation: FileAllocation = .none,
         progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
         checkedFreeSpace = !checksFreeSpace
+        self.allocation = allocation
         self.url = url
         self.files = files
         self.expectation = expectation
@@ -234,6 +238,7 @@ final class TransferJob: @unchecked Sendable {
                     }
                 case .describe(let metadata, let every):
                     checkFreeSpace(total: metadata.totalLength)
+                    reserveSpace(total: metadata.totalLength)
                     total = metadata.totalLength
                     toHasher { [self] in
                         described = metadata
@@ -241,6 +246,7 @@ final class TransferJob: @unchecked Sendable {
                     }
                 case .checkpoint(let metadata):
                     checkFreeSpace(total: metadata.totalLength)
+                    reserveSpace(total: metadata.totalLength)
                     total = metadata.totalLength
                     segmentBytesSinceCheckpoint = 0
                     let segments = segmentsToSave

@@ -1,0 +1,46 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+/// Issue #36: `Configuration.fileAllocation` reserves a file's blocks once its length is known, without changing
+/// the partial file's length (a resume reads it).
+@Suite("File allocation")
+final class FileAllocationTests: Sendable {
+    let workspace: TestWorkspace
+    var server: HTTPTestServer { workspace.server }
+
+    init() throws {
+        workspace = try TestWorkspace()
+    }
+
+    /// The partial file's length and allocated bytes while the server holds the response after 200,000 bytes.
+    func heldPartial(_ allocation: FileAllocation) async throws -> (size: Int64, allocated: Int64) {
+        let folder = workspace.directory.appendingPathComponent(allocation.rawValue)
+        var configuration = DownloadManager.Configuration.forTests(directory: folder)
+        configuration.fileAllocation = allocation
+        let manager = try DownloadManager(configuration: configuration)
+        let url = server.url(
+            "/bytes/alloc-\(allocation.rawValue)?size=8000000&stallAfter=200000&stall=60&stallCount=1&stallReached=1")
+        await manager.enqueue(url)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while await (manager.receipt(for: url)?.totalBytesWritten ?? 0) < 65_536, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let partial = try #require(await manager.receipt(for: url)?.fileURL)
+        var info = stat()
+        #expect(stat(partial.path, &info) == 0)
+        await manager.remove(url)
+        await manager.shutdown()
+        return (Int64(info.st_size), Int64(info.st_blocks) * 512)
+    }
+
+    @Test("falloc reserves the whole file and keeps the partial file's length; none reserves nothing")
+    func reserves() async throws {
+        let reserved = try await heldPartial(.falloc)
+        #expect(reserved.size < 8_000_000 && reserved.allocated >= 8_000_000, "\(reserved)")
+        let plain = try await heldPartial(.none)
+        #expect(plain.allocated < 8_000_000, "\(plain)")
+    }
+}
