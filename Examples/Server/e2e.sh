@@ -109,7 +109,9 @@ wait_complete "$SMALL_GID" 60
 cmp "$WORK/www/small.bin" "$WORK/dl/small-copy.bin" || fail "small-copy.bin differs"
 
 step "2. aria2p: add, list, pause, resume, stats"
-BIG_GID="$(python3 aria2p-check.py "$PORT" "$SECRET" "$BIG" "$BIG_SHA" | tee /dev/stderr | tail -1)"
+python3 aria2p-check.py "$PORT" "$SECRET" "$BIG" "$BIG_SHA" > "$WORK/aria2p.log" || fail "aria2p: $(cat "$WORK/aria2p.log")"
+cat "$WORK/aria2p.log"
+BIG_GID="$(tail -1 "$WORK/aria2p.log")"
 echo "gid $BIG_GID"
 
 step "3. SIGTERM mid-download"
