@@ -170,7 +170,8 @@ extension DownloadManager {
                 url: requestURL, options: options, replacing: replacing, willPlace: willPlace,
                 progress: { written, total in box.update(written: written, total: total) },
                 willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) },
-                warn: { [weak self] reason in Task { await self?.emit(.warning(url, reason: reason)) } })
+                warn: { [weak self] reason in Task { await self?.emit(.warning(url, reason: reason)) } },
+                note: { [weak self] message in Task { await self?.logNote(message, about: url) } })
             await self?.transferEnded(url, generation: generation, end, result: result)
         }
         var running = RunningTransfer(generation: generation, task: task, box: box)

@@ -62,9 +62,10 @@ extension DownloadManager {
         /// retries, and every 10 s without a refusal the host gets one more, up to the number it refused.
         public var maximumConnectionsPerHost: Int?
         /// Called with a `DownloadLogRecord` for what the manager decides or notices — state changes, retries and
-        /// their reasons, warnings (a mirror taken, bytes on disk not trusted, a conflicting request), removals, a
-        /// journal that cannot be saved — on the manager's actor, in order: keep it quick (a logger's `log` call).
-        /// Progress is not logged. Default `nil`.
+        /// their reasons, warnings (a mirror taken, a restart from byte 0 and why, bytes on disk not trusted, a
+        /// conflicting request), a response ended early because the disk fell behind (`info`), removals, a journal
+        /// that cannot be saved — on the manager's actor, in order: keep it quick (a logger's `log` call). Progress
+        /// is not logged. Default `nil`.
         public var log: (@Sendable (DownloadLogRecord) -> Void)?
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
         /// Default 4 MiB.

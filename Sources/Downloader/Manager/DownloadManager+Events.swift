@@ -75,6 +75,14 @@ extension DownloadManager {
         }
     }
 
+    /// Logs a decision that is no event (`Configuration.log`, level `info`): a transfer's note.
+    func logNote(_ message: String, about url: URL) {
+        guard let log = configuration.log else { return }
+        var metadata = ["url": url.redactedAbsoluteString, "id": DownloadDirectory.key(for: url)]
+        if let receipt = book[url]?.receipt { metadata["bytes"] = String(receipt.totalBytesWritten) }
+        log(DownloadLogRecord(level: .info, message: message, metadata: metadata))
+    }
+
     /// Tells the subscribers of every download (an event about the manager, not one download).
     private func broadcast(_ event: DownloadEvent) {
         for subscriber in eventSubscribers.values where subscriber.url == nil {

@@ -29,20 +29,23 @@ struct TransferRunner: Sendable {
     ///   - progress: bytes on disk and the total, after every chunk.
     ///   - willRetry: told before each backoff.
     ///   - warn: told when bytes on disk could not be trusted and were not used.
+    ///   - note: told what the transfer decided that is not a warning (for `Configuration.log`).
     /// - Returns: how the generation ended, and the file it produced when it completed.
     func run(
         url: URL, options: DownloadOptions, replacing: URL?,
         willPlace: @escaping @Sendable (URL, Int64, Checksum?, String?) -> Void,
         progress: @escaping @Sendable (Int64, Int64?) -> Void,
         willRetry: @escaping @Sendable (Retry) async -> Void,
-        warn: @escaping @Sendable (String) -> Void = { _ in }
+        warn: @escaping @Sendable (String) -> Void = { _ in },
+        note: @escaping @Sendable (String) -> Void = { _ in }
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
         var retries = Retries(limit: retryLimit, backoff: backoff)
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, willPlace: willPlace, limiters: limiters, warn: warn, progress: progress)
+                replacing: replacing, willPlace: willPlace, limiters: limiters, warn: warn, note: note,
+                progress: progress)
             let attempt: Retries.AttemptEnd
             var result: TransferResult?
             do throws(DownloadError) {

@@ -34,6 +34,11 @@ extension Transfer {
             sameVersionOnly: window.sameVersionOnly,
             firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
         let end = await bridge.perform(request, sink: sink, rank: rank)
+        if case .diskBehind = end {
+            note(
+                "the disk fell behind the network: the response ended early (what arrived is kept); the rest comes "
+                    + "in windows")
+        }
         if sink.isOtherVersion {
             warn("the server sent another version of the file in place of the rest; it replaces it from byte 0")
         }

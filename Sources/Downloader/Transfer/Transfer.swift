@@ -90,6 +90,9 @@ final class Transfer: Sendable {
     let limiters: [BandwidthLimiter]
     /// Told when bytes on disk could not be trusted and were not used (the download goes on without them).
     let warn: @Sendable (String) -> Void
+    /// Told what the transfer decided that is not a warning, for the log (a response ended early because the disk
+    /// fell behind).
+    let note: @Sendable (String) -> Void
     private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
     /// When the transfer was made (uptime nanoseconds): its requests' rank at a host's connection gate, so that an
     /// older download's next window goes before a newer one's (`SessionBridge.perform`).
@@ -110,7 +113,7 @@ final class Transfer: Sendable {
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
         configuration: Configuration = Configuration(), replacing: URL? = nil,
         willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)? = nil, limiters: [BandwidthLimiter] = [],
-        warn: @escaping @Sendable (String) -> Void = { _ in },
+        warn: @escaping @Sendable (String) -> Void = { _ in }, note: @escaping @Sendable (String) -> Void = { _ in },
         progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
     ) {
         self.url = url
@@ -122,6 +125,7 @@ final class Transfer: Sendable {
         self.willPlace = willPlace
         self.limiters = limiters
         self.warn = warn
+        self.note = note
         self.progress = progress
     }
 
