@@ -131,20 +131,22 @@ extension Aria2Session {
     }
 
     func pause(_ gid: String) async throws(Aria2Error) -> String {
-        let receipt = try await found(gid)
-        guard receipt.state == .queued || receipt.state == .downloading else {
-            throw .refused("GID#\(gid) cannot be paused now")
-        }
-        await manager.suspend(receipt.url)
-        return Self.gid(of: receipt)
+        try await control(gid, in: [.queued, .downloading], "paused") { await $0.suspend($1) }
     }
 
     func unpause(_ gid: String) async throws(Aria2Error) -> String {
+        try await control(gid, in: [.suspended, .idle], "unpaused") { await $0.resume($1) }
+    }
+
+    /// Pauses or continues a download that is in one of `states` (aria2 refuses the others).
+    /// - Returns: its GID.
+    private func control(
+        _ gid: String, in states: Set<DownloadState>, _ verb: String,
+        _ act: (DownloadManager, URL) async -> Void
+    ) async throws(Aria2Error) -> String {
         let receipt = try await found(gid)
-        guard receipt.state == .suspended || receipt.state == .idle else {
-            throw .refused("GID#\(gid) cannot be unpaused now")
-        }
-        await manager.resume(receipt.url)
+        guard states.contains(receipt.state) else { throw .refused("GID#\(gid) cannot be \(verb) now") }
+        await act(manager, receipt.url)
         return Self.gid(of: receipt)
     }
 
