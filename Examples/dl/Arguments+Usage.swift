@@ -66,9 +66,9 @@ extension Arguments {
                                      server allows it (Range, a validator); -s N, --split N mean the same (as in
                                      aria2c: for quiet, use -q)
               --file-allocation none|prealloc|falloc
-                                     reserve each file's blocks once its length is known, without changing its
-                                     length (default falloc: measured faster on ext4 and tmpfs; prealloc means
-                                     the same here); none takes blocks as bytes arrive
+                                     falloc reserves each file's blocks once its length is known, without
+                                     changing its length (prealloc means the same here); default none: blocks
+                                     are taken as bytes arrive
               --max-connections-per-host N
                                      at most N requests at once to one host over all files (default: no cap;
                                      curl's --parallel-max-host); a host that answers 503 or 429 while others

@@ -64,7 +64,7 @@ struct Arguments {
     /// `--max-connections-per-host`: requests in flight per host over all files (`nil`: no cap).
     var connectionsPerHost: Int?
     /// `--file-allocation`: how a file's room is reserved (`FileAllocation`).
-    var fileAllocation = FileAllocation.falloc
+    var fileAllocation = FileAllocation.none
     var naming: FileNaming = .suggested
     var quiet = false
     var list = false
