@@ -211,6 +211,8 @@ enum Router {
             case "weak": "W/" + content.etag
             // Two backends behind one name: the same bytes, a different ETag on every other GET.
             case "flap": String(content.etag.dropLast()) + (counters.gets % 2 == 0 ? "-a\"" : "-b\"")
+            // The same two backends, HEAD routed to the other one than GET.
+            case "flapHead": String(content.etag.dropLast()) + (isGet ? "-a\"" : "-b\"")
             // Another server's ETag for the same bytes (a mirror that computes its own).
             case "other": String(content.etag.dropLast()) + "-mirror\""
             default: content.etag

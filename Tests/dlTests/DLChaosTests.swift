@@ -22,7 +22,7 @@ import Testing
 ///
 /// CI runs `DL_CHAOS_TRIALS` trials (default 24) from `DL_CHAOS_SEED` (default 1) against the release `dl`;
 /// `Tests/Reliability/chaos.sh N SEED` runs more by hand, and a failing trial prints the seed and index to replay
-/// (`DL_CHAOS_ONLY=INDEX`; `DL_CHAOS_KEEP=PATH` keeps a copy of the directory before the rerun at PATH, and after it at
+/// (`DL_CHAOS_ONLY=INDEX`; `DL_CHAOS_BEHAVIOUR=flappingETag` gives every trial one server behaviour; `DL_CHAOS_KEEP=PATH` keeps a copy of the directory before the rerun at PATH, and after it at
 /// PATH.after).
 @Suite("dl chaos")
 final class DLChaosTests: Sendable {
@@ -38,6 +38,8 @@ final class DLChaosTests: Sendable {
     static let trials = environment["DL_CHAOS_TRIALS"].flatMap(Int.init) ?? 24
     static let seed = environment["DL_CHAOS_SEED"].flatMap(UInt64.init) ?? 1
     static let only = environment["DL_CHAOS_ONLY"].flatMap(Int.init)
+    /// `DL_CHAOS_BEHAVIOUR=NAME` gives every trial that server behaviour (the other draws stay the seed's).
+    static let onlyBehaviour = environment["DL_CHAOS_BEHAVIOUR"].flatMap(Behaviour.init(rawValue:))
 
     /// How the server answers, as test-server options (`Tests/HTTPTestServer/README.md`).
     enum Behaviour: String, CaseIterable {
@@ -74,10 +76,11 @@ final class DLChaosTests: Sendable {
         }
     }
 
-    static func trials(seed: UInt64, count: Int) -> [Trial] {
+    static func trials(seed: UInt64, count: Int, only: Behaviour? = onlyBehaviour) -> [Trial] {
         var random = SeededGenerator(seed: seed)
         return (0..<count).map { index in
-            let behaviour = Behaviour.allCases.randomElement(using: &random)!
+            let drawn = Behaviour.allCases.randomElement(using: &random)!
+            let behaviour = only ?? drawn
             let size = behaviour == .endless ? 1 << 40 : [3 << 20, 24 << 20, 96 << 20].randomElement(using: &random)!
             let limit = behaviour == .endless ? Int64(400 << 20) : Int64(size)
             return Trial(

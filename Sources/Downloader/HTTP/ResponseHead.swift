@@ -25,9 +25,7 @@ struct ResponseHead: Sendable {
 
     /// The validators, without the ETag when the server's ETags proved unreliable for this resource.
     func validators(ignoringETag: Bool) -> Validators {
-        var validators = validators
-        if ignoringETag { validators.etag = nil }
-        return validators
+        validators.ignoringETag(ignoringETag)
     }
 
     /// Whether the body is encoded (gzip, …) rather than the bytes of the file.

@@ -27,6 +27,13 @@ struct Validators: Codable, Equatable, Sendable {
 
     var isEmpty: Bool { etag == nil && lastModified == nil }
 
+    /// These validators without the ETag when `ignoring` (a server whose ETags proved unreliable).
+    func ignoringETag(_ ignoring: Bool) -> Validators {
+        var validators = self
+        if ignoring { validators.etag = nil }
+        return validators
+    }
+
     /// Whether another response proves the same version: the same strong ETag, or, where there is none, the same
     /// Last-Modified date (what `If-Range` would send). Nothing proves a version that has neither.
     func proves(_ other: Validators) -> Bool {

@@ -22,6 +22,8 @@ struct PartialState: Codable, Sendable, Equatable {
     var announced: [Checksum] = []
     /// Whether the file was already restarted once after a checksum mismatch.
     var restartedAfterMismatch: Bool = false
+    /// Whether the server's ETags proved unreliable (backends that disagree): its answers are judged without them.
+    var ignoresETag: Bool = false
     /// For a file fetched in segments: the byte ranges written after the first `hashedLength` bytes (sorted,
     /// disjoint, not touching it); `nil` for a file written from its start only.
     var segments: [Range<Int64>]?
@@ -33,8 +35,8 @@ struct PartialState: Codable, Sendable, Equatable {
     init(
         url: URL, hashedLength: Int64, hash: StreamingHash?, validators: Validators, totalLength: Int64?,
         rangesSupported: Bool, suggestedFilename: String? = nil, announced: [Checksum] = [],
-        restartedAfterMismatch: Bool = false, segments: [Range<Int64>]? = nil, file: FileIdentity? = nil,
-        boot: String? = nil
+        restartedAfterMismatch: Bool = false, ignoresETag: Bool = false, segments: [Range<Int64>]? = nil,
+        file: FileIdentity? = nil, boot: String? = nil
     ) {
         self.url = url.withoutCredentials  // never saved with credentials
         self.hashedLength = hashedLength
@@ -45,6 +47,7 @@ struct PartialState: Codable, Sendable, Equatable {
         self.suggestedFilename = suggestedFilename
         self.announced = announced
         self.restartedAfterMismatch = restartedAfterMismatch
+        self.ignoresETag = ignoresETag
         self.segments = segments
         self.file = file
         self.boot = boot
@@ -52,7 +55,7 @@ struct PartialState: Codable, Sendable, Equatable {
 
     private enum CodingKeys: String, CodingKey {
         case url, hashedLength, hash, validators, totalLength, rangesSupported, suggestedFilename, announced
-        case restartedAfterMismatch, segments, file, boot
+        case restartedAfterMismatch, ignoresETag, segments, file, boot
         case md5, announcedMD5  // written by earlier versions
     }
 
@@ -72,6 +75,7 @@ struct PartialState: Codable, Sendable, Equatable {
             ?? (container.decodeIfPresent(String.self, forKey: .announcedMD5).flatMap { Checksum(md5: $0) }.map { [$0] }
                 ?? [])
         restartedAfterMismatch = try container.decodeIfPresent(Bool.self, forKey: .restartedAfterMismatch) ?? false
+        ignoresETag = try container.decodeIfPresent(Bool.self, forKey: .ignoresETag) ?? false
         segments = try container.decodeIfPresent([Range<Int64>].self, forKey: .segments)
         file = try container.decodeIfPresent(FileIdentity.self, forKey: .file)
         boot = try container.decodeIfPresent(String.self, forKey: .boot)
@@ -88,6 +92,7 @@ struct PartialState: Codable, Sendable, Equatable {
         try container.encodeIfPresent(suggestedFilename, forKey: .suggestedFilename)
         try container.encode(announced, forKey: .announced)
         try container.encode(restartedAfterMismatch, forKey: .restartedAfterMismatch)
+        if ignoresETag { try container.encode(ignoresETag, forKey: .ignoresETag) }
         try container.encodeIfPresent(segments, forKey: .segments)
         try container.encodeIfPresent(file, forKey: .file)
         try container.encodeIfPresent(boot, forKey: .boot)

@@ -102,17 +102,10 @@ enum ResponseJudge {
         let bodyLength = Int64(range.count)
         var metadata = known
         if request.resumeOffset > 0 {
-            if validators.differs(from: known.validators) {
-                if isFlapping(validators, contentRange: contentRange, known: known) {
-                    return .end(
-                        .unreliableETag(
-                            reason: "the server answers with another ETag (\(validators.etag ?? "")) for the same "
-                                + "length; its ETags are ignored, and each continuation compares the bytes before it"))
-                }
-                return .end(.restartFromZero(reason: "the resource changed (validators differ)"))
-            }
-            if let total = known.totalLength, let complete = contentRange.completeLength, complete != total {
-                return .end(.restartFromZero(reason: "the resource's length changed from \(total) to \(complete)"))
+            switch known.compare(validators, completeLength: contentRange.completeLength) {
+            case .same: break
+            case .otherETag(let reason): return .end(.unreliableETag(reason: reason))
+            case .changed(let reason): return .end(.restartFromZero(reason: reason))
             }
             metadata.totalLength = known.totalLength ?? contentRange.completeLength
             if known.validators.isEmpty { metadata.validators = validators }
@@ -132,20 +125,6 @@ enum ResponseJudge {
         if !announced.isEmpty { metadata.announced = announced }
         let small = isSmall(contentRange.completeLength ?? .max, windowSize: request.windowSize)
         return .begin(metadata, bodyLength: bodyLength, checkpoint: !small)
-    }
-
-    /// Whether a continuation's other ETag looks like backends that disagree rather than a new version: only the ETag
-    /// differs, the length is the same, and Last-Modified (where both responses have one) is the same.
-    private static func isFlapping(_ validators: Validators, contentRange: ContentRange, known: ResourceMetadata)
-        -> Bool
-    {
-        guard !known.ignoresETag, known.validators.etag != nil, validators.etag != nil,
-            let total = known.totalLength, contentRange.completeLength == total
-        else { return false }
-        if let date = validators.lastModified, let knownDate = known.validators.lastModified, date != knownDate {
-            return false
-        }
-        return true
     }
 
     /// A whole body: the first request, a server that ignores Range, or an If-Range that failed because the resource

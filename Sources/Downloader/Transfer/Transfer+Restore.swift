@@ -101,19 +101,27 @@ extension Transfer {
             saved = state
         }
         guard let identity = job.files.partialIdentity else { return startOver(job, probe: probe) }
+        var metadata = ResourceMetadata()
+        metadata.validators = saved.validators
+        metadata.totalLength = saved.totalLength
+        metadata.ignoresETag = saved.ignoresETag
         if let probe {
-            if probe.validators.differs(from: saved.validators) {
-                warn("the server has another version of the file (validators differ); starting from byte 0")
-                return startOver(job, probe: probe)
-            }
-            if let now = probe.totalLength, let before = saved.totalLength, now != before {
-                warn("the file's length changed from \(before) to \(now) bytes; starting from byte 0")
+            // The rule every continuation's response meets (`ResourceMetadata.compare`).
+            let validators = probe.validators.ignoringETag(metadata.ignoresETag)
+            switch metadata.compare(validators, completeLength: probe.totalLength) {
+            case .same: break
+            case .otherETag(let reason):
+                warn(reason)
+                metadata.ignoreETags()
+            case .changed(let reason):
+                warn("\(reason); starting from byte 0")
                 return startOver(job, probe: probe)
             }
         }
-        var metadata = ResourceMetadata()
-        metadata.validators = saved.validators.isEmpty ? (probe?.validators ?? saved.validators) : saved.validators
-        metadata.totalLength = saved.totalLength ?? probe?.totalLength
+        if metadata.validators.isEmpty, let probe {
+            metadata.validators = probe.validators.ignoringETag(metadata.ignoresETag)
+        }
+        metadata.totalLength = metadata.totalLength ?? probe?.totalLength
         metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
         metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
         metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced

@@ -63,7 +63,7 @@ extension Transfer {
         ///   - hasExpectation: whether the caller expects a checksum.
         ///   - settings: window sizes and limits.
         ///   - position: the restored partial file's network side.
-        ///   - connections: connections wanted (1...16).
+        ///   - connections: connections wanted (1...16; one for a server whose ETags proved unreliable).
         ///   - connectionPrimed: whether a request (a HEAD) already opened a connection.
         init(
             url: URL, mirrors: [URL] = [], source: Int = 0, hasExpectation: Bool = false, settings: Settings,
@@ -74,7 +74,8 @@ extension Transfer {
             self.hasExpectation = hasExpectation
             self.settings = settings
             self.position = position
-            self.connections = connections
+            // A server whose ETags proved unreliable is continued on one connection, as when it is found out mid-way.
+            self.connections = position.metadata.ignoresETag ? 1 : connections
             self.connectionPrimed = connectionPrimed
             sizing = WindowSizing(base: settings.windowSize, maximum: settings.maximumWindowSize)
         }
@@ -195,8 +196,7 @@ extension Transfer.StateMachine {
         case .unreliableETag(let reason):
             // The same bytes from backends that disagree on ETags: judged by length, Last-Modified and the bytes before
             // each resume point (the continuity check of a resource without a strong validator).
-            position.metadata.ignoresETag = true
-            position.metadata.validators.etag = nil
+            position.metadata.ignoreETags()
             connections = 1
             return .warn(reason)
         case .cutShort:
@@ -267,8 +267,7 @@ extension Transfer.StateMachine {
             if cursor < total { written.append(cursor..<total) }
             position.resume(at: watermark)
             position.written = written
-            position.metadata.ignoresETag = true
-            position.metadata.validators.etag = nil
+            position.metadata.ignoreETags()
             connections = 1
             return .warn(reason)
         case .failed(let error):

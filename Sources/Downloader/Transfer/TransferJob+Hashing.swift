@@ -184,8 +184,8 @@ extension TransferJob {
             url: url, hashedLength: hash != nil ? hashedOffset : 0, hash: hash,
             validators: metadata.validators, totalLength: metadata.totalLength,
             rangesSupported: metadata.rangesSupported, suggestedFilename: metadata.suggestedFilename,
-            announced: metadata.announced, restartedAfterMismatch: metadata.restartedAfterMismatch, segments: segments,
-            file: file, boot: Boot.identifier)
+            announced: metadata.announced, restartedAfterMismatch: metadata.restartedAfterMismatch,
+            ignoresETag: metadata.ignoresETag, segments: segments, file: file, boot: Boot.identifier)
     }
 
     /// Saves the state atomically once the bytes it counts are durable (drained: waits for the durable queue
