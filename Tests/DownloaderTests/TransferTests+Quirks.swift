@@ -82,6 +82,26 @@ extension TransferTests {
         #expect(served <= Int64(size) - kept + windows * Int64(Transfer.continuityCheckLength), "\(served) served")
     }
 
+    @Test(
+        "A fresh download from a server that ignores Range, with or without a length, warns of nothing",
+        arguments: ["", "&length=none"])
+    func wholeBodyFirstIsNoRestart(length: String) async throws {
+        // The restart warning (issue #35) was given for every such download: a whole body replacing an empty file
+        // counted as "another version in place of the rest" (seen in issue #33's 200 MiB no-length runs).
+        let size = 300_000
+        let name = "whole\(length.isEmpty ? "len" : "nolen")"
+        let warnings = Locked<[String]>([])
+        let transfer = Transfer(
+            url: server.url("/bytes/\(name)?size=\(size)&norange=1\(length)"), options: DownloadOptions(),
+            directory: directory, bridge: bridge,
+            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
+            warn: { message in warnings.withLock { $0.append(message) } })
+        let result = try await transfer.run()
+        #expect(result.md5 == TestContent(name: name, size: size).md5)
+        #expect(warnings.withLock { $0 }.isEmpty, "\(warnings.withLock { $0 })")
+        #expect(gets(name).count == 1)
+    }
+
     @Test("A changed file of another length still restarts (flapping is only the same length and date)")
     func realChangeStillRestarts() async throws {
         // changeAt=1: the second GET is a new version (another ETag and Last-Modified): restart, as before.

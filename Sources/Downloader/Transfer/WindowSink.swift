@@ -108,9 +108,10 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             saveNow = checkpoint
         case .replace(let metadata, let bodyLength, let checkpoint):
             // The disk finishes what it has (an older version's bytes, rarely), then starts over. Without validators
-            // to prove it the same, a whole body replacing bytes on disk counts as another version (a restart).
+            // to prove it the same, a whole body replacing bytes on disk counts as another version (a restart); one
+            // that replaces nothing (a fresh download) is none.
             let known = position.metadata.validators
-            isOtherVersion = known.isEmpty || metadata.validators.differs(from: known)
+            isOtherVersion = position.offset > 0 && (known.isEmpty || metadata.validators.differs(from: known))
             position.metadata = metadata
             expectedBodyLength = bodyLength
             isWholeStream = true
