@@ -48,23 +48,25 @@ extension TransferTests {
         #expect(keeping.received > 16 << 10, "only the chunk that ended it arrived: \(keeping.received)")
     }
 
-    @Test("A whole body the server cannot resume survives a disk that stalls for a moment (more than 32 MiB behind)")
+    @Test("A whole body the server cannot resume survives a disk that stalls for a moment (past the soft limit)")
     func diskStallOnAWholeBody() async throws {
-        // The disk stops after 8 MiB until the server has sent 52 MiB: up to 44 MiB wait unwritten, more than the 32 MiB
-        // soft limit and less than the 48 MiB hard one. Before and after, the server never runs more than 16 MiB ahead
-        // of the disk; the rule waits for the disk (d1ecfd3 failed the download the moment
-        // 32 MiB were exceeded). Events, not timings, make the overlap (a paced response asks before each chunk). The
-        // grace period is long here, so that a loaded machine's slow disk is not taken for one that stays behind (the
-        // rule's own tests check the default of one second without sockets).
+        // The disk stops after 8 MiB until the server has sent 8 MiB plus halfway between the soft limit (16 MiB) and
+        // the hard one (24 MiB): that many bytes wait unwritten. Before and after, the server never runs more than
+        // half the soft limit ahead of the disk; the rule waits for the disk (d1ecfd3 failed the download the moment
+        // its soft limit was exceeded). Events, not timings, make the overlap (a paced response asks before each
+        // chunk). The grace period is long here, so that a loaded machine's slow disk is not taken for one that stays
+        // behind (the rule's own tests check the default without sockets).
+        let soft = Transfer.Configuration().maximumUnwrittenBytes
         let size = 96 << 20
-        let stallAt = 52 << 20
+        let stallAt = Int((8 << 20) + soft + soft / 4)
+        let ahead = Int(soft / 2)
         let stalled = Locked(false)
         let written = Locked<Int64>(0)
         server.setBeforeChunk { _, sent in
-            // While the disk is stalled the server runs on to 52 MiB; at any other time it stays within 16 MiB of the
-            // disk, so that a disk slow to start on a loaded machine does not make the stall longer than designed.
+            // While the disk is stalled the server runs on to `stallAt`; at any other time it stays within `ahead` of
+            // the disk, so that a disk slow to start on a loaded machine does not make the stall longer than designed.
             let deadline = ContinuousClock.now + .seconds(30)
-            while !(stalled.withLock({ $0 }) && sent < stallAt), written.withLock({ $0 }) < Int64(sent - (16 << 20)),
+            while !(stalled.withLock({ $0 }) && sent < stallAt), written.withLock({ $0 }) < Int64(sent - ahead),
                 ContinuousClock.now < deadline
             {
                 usleep(500)  // polling an event with a deadline, not a delay
@@ -88,7 +90,7 @@ extension TransferTests {
                 else {
                     return
                 }
-                // The disk queue itself stalls (a writeback burst) until the server has sent its 52 MiB.
+                // The disk queue itself stalls (a writeback burst) until the server has sent `stallAt` bytes.
                 let deadline = ContinuousClock.now + .seconds(30)
                 while server.statistics.bodyBytesSent < Int64(stallAt), ContinuousClock.now < deadline {
                     usleep(500)  // polling an event with a deadline, not a delay
@@ -102,7 +104,7 @@ extension TransferTests {
         let expected = await TestContent(name: "stall", size: size).md5OffThePool
         #expect(result.md5 == expected)
         // Bytes still in the socket or URLSession's queue when the disk went on did not wait in the sink.
-        if result.peakUnwrittenBytes <= 32 << 20 {
+        if result.peakUnwrittenBytes <= soft {
             print("diskStallOnAWholeBody: only \(result.peakUnwrittenBytes) bytes waited; the rest was in flight")
         }
     }

@@ -63,7 +63,7 @@ final class Transfer: Sendable {
         var minimumSegmentSize: Int64 = 4 << 20
         /// The most received bytes that may wait for the disk while a whole file streams in one response (a server
         /// that ignores Range, or a body without a length); beyond it the response ends (see `RequestEnd.diskBehind`).
-        var maximumUnwrittenBytes: Int64 = 32 << 20
+        var maximumUnwrittenBytes: Int64 = 16 << 20
         /// Whether a download of known length fails at once when the disk has less room than the bytes still to come
         /// (`TransferJob.checkFreeSpace`).
         var checksFreeSpace = true
@@ -71,7 +71,7 @@ final class Transfer: Sendable {
         var fileAllocation = FileAllocation.none
         /// How long (nanoseconds) a body that cannot be resumed may keep more than `maximumUnwrittenBytes` waiting
         /// (see `WindowEndRule.behindGrace`).
-        var diskBehindGrace: UInt64 = 1_000_000_000
+        var diskBehindGrace: UInt64 = 5_000_000_000
         /// Written bytes the hash stage may hold in memory; beyond them it reads them back from the file.
         var hashBacklogLimit: Int64 = 1 << 20
     }

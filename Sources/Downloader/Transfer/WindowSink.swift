@@ -220,8 +220,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         .failed(
             .fileSystem(
                 job.url,
-                reason: "the disk fell more than \(endRule.softUnwritten >> 20) MiB behind the network for over a "
-                    + "second, and this server sends the whole file in one response (it ignores Range), so the "
+                reason: "the disk fell more than \(endRule.softUnwritten >> 20) MiB behind the network for over "
+                    + "\(endRule.behindGrace / 1_000_000_000) s, or \(endRule.hardUnwritten >> 20) MiB at once, and this server sends the whole file in one response (it ignores Range), so the "
                     + "download cannot wait for the disk: it stops rather than hold the file in memory; try again "
                     + "when the disk is less busy"))
     }
