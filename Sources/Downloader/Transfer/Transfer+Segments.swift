@@ -29,7 +29,7 @@ extension Transfer {
     func fetchSegments(_ job: TransferJob, machine: inout StateMachine) async -> StateMachine.Action {
         // The state says "segments" before any is written (`TransferJob.beginSegments`); a disk failure here fails
         // the writes that follow, and with them the fetch.
-        if !job.segmented, await job.drained() == nil {
+        if await job.drained() == nil, !job.segmented {
             do throws(DownloadError) {
                 try job.beginSegments(machine.position.metadata)
             } catch {

@@ -25,6 +25,9 @@ extension TransferJob {
         /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
         var hashWork: [@Sendable () -> Void] = []
         var hashScheduled = false
+        /// Whether every stage is idle and `Transfer.run()` owns the job (before the first command, and after
+        /// `drained()` until the next command): it may then touch the stages' fields from anywhere (`QueueOwned`).
+        var handedOver = true
 
         /// Counts `count` more bytes held in memory (fewer when negative).
         mutating func changeBuffered(by count: Int64) {

@@ -47,48 +47,21 @@ final class TransferJob: @unchecked Sendable {
     var willSave: (@Sendable (_ hashedLength: Int64, _ syncedLength: Int64) -> Void)?
     /// Called on the disk queue after each batch with the bytes in the file and the total if known.
     private let progress: @Sendable (Int64, Int64?) -> Void
-    private let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
-    let hasher = DispatchQueue(label: "Downloader.TransferJob.hash", qos: .background)
+    private let disk: DispatchQueue
+    let hasher: DispatchQueue
     /// Syncs the partial file and then saves the state that counts its bytes, in order (see `saveCheckpoint`).
     let durable = DispatchQueue(label: "Downloader.TransferJob.durable")
 
-    let shared = Locked(Shared())
+    let shared: Locked<Shared>
     /// Bytes the hasher had to read back from the file so far (any thread).
     var readBackBytes: Int64 { shared.withLock { $0.readBack } }
 
-    // Disk queue.
-    var writer: FileWriter?
-    /// Bytes in the partial file from byte 0 without a gap (the watermark).
-    var offset: Int64 = 0
-    /// Segmented: the writer at offsets, and the ranges written after `offset` (sorted, disjoint, not touching it).
-    var positional: FileWriter?
-    var beyond: [Range<Int64>] = []
-    /// Whether the file is written in segments (its saved state lists them).
-    var segmented = false
-    /// Bytes written at offsets since the last checkpoint was queued.
-    var segmentBytesSinceCheckpoint: Int64 = 0
-    /// Bytes received from the network by this run and written (not counting what was already on disk).
-    var receivedThisRun: Int64 = 0
-    /// Whether the free space was compared with the bytes still to come (`checkFreeSpace`).
-    var checkedFreeSpace = false
-    /// How the partial file's room is reserved (`reserveSpace`), and whether it was.
+    /// The disk queue's fields and the hash queue's (`TransferJob+Stages.swift`): each stage owns its own, and
+    /// `Transfer.run()` owns both while the job is handed over (before the first command, and after `drained()`).
+    let diskStage: QueueOwned<DiskStage>
+    let hashStage: QueueOwned<HashStage>
+    /// How the partial file's room is reserved (`reserveSpace`).
     let allocation: FileAllocation
-    var reservedSpace = false
-    /// The total length the last described metadata gives (for progress).
-    private var total: Int64?
-
-    // Hash queue (see TransferJob+Hashing.swift).
-    /// The running hash; `nil` without hashing.
-    var hash: StreamingHash?
-    /// Bytes covered by `hash` (or that would be, without hashing); never more than `offset`.
-    var hashedOffset: Int64 = 0
-    /// What checkpoints save, and how often a streamed body saves one.
-    var described = ResourceMetadata()
-    var checkpointEvery: Int64?
-    /// `hashedOffset` at the last saved checkpoint.
-    var checkpointOffset: Int64 = 0
-    /// The partial file opened for reading back (bytes written out of order, or beyond the backlog) and syncing.
-    var reader: Int32 = -1
 
     /// Creates the disk side of a transfer; nothing is opened until the first command.
     init(
@@ -96,7 +69,17 @@ final class TransferJob: @unchecked Sendable {
         hashBacklogLimit: Int64 = 1 << 20, checksFreeSpace: Bool = true, allocation: FileAllocation = .none,
         progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
-        checkedFreeSpace = !checksFreeSpace
+        let shared = Locked(Shared())
+        let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
+        let hasher = DispatchQueue(label: "Downloader.TransferJob.hash", qos: .background)
+        let handedOver: @Sendable () -> Bool = { shared.withLock { $0.handedOver } }
+        self.shared = shared
+        self.disk = disk
+        self.hasher = hasher
+        diskStage = QueueOwned(
+            DiskStage(checkedFreeSpace: !checksFreeSpace), ownedBy: disk, isHandedOver: handedOver)
+        let hash = expectation.map { StreamingHash($0.algorithm) } ?? (hashesByDefault ? StreamingHash(.md5) : nil)
+        hashStage = QueueOwned(HashStage(hash: hash), ownedBy: hasher, isHandedOver: handedOver)
         self.allocation = allocation
         self.url = url
         self.files = files
@@ -104,11 +87,11 @@ final class TransferJob: @unchecked Sendable {
         self.hashesByDefault = hashesByDefault
         self.hashBacklogLimit = max(1, hashBacklogLimit)
         self.progress = progress
-        hash = expectation.map { StreamingHash($0.algorithm) } ?? (hashesByDefault ? StreamingHash(.md5) : nil)
     }
 
     deinit {
-        closeReader()
+        let reader = hashStage.valueAtTheEnd.reader
+        if reader >= 0 { _ = closeDescriptor(reader) }
     }
 
     /// The first disk error, if any (any thread).
@@ -134,6 +117,7 @@ final class TransferJob: @unchecked Sendable {
         if case .write(let data) = command { count = Int64(data.count) }
         if case .writeAt(let data, _) = command { count = Int64(data.count) }
         let (wake, failure) = shared.withLock { shared -> (Wake, DownloadError?) in
+            shared.handedOver = false
             shared.changeBuffered(by: count)
             shared.commands.append(command)
             shared.unwritten += count
@@ -181,11 +165,15 @@ final class TransferJob: @unchecked Sendable {
     func drained() async -> DownloadError? {
         await fence().wait()
         await withCheckedContinuation { continuation in durable.async { continuation.resume() } }
-        // The queues are idle: these return at once and make the hand-off explicit to ThreadSanitizer, which does
-        // not always see it through the continuation.
+        // The hand-off: the queues are idle, so these return at once; they order every stage's last access before the
+        // caller's next one (ThreadSanitizer does not always see that order through the continuation), and the job
+        // is the caller's until its next command (`QueueOwned`).
         disk.sync {}
         hasher.sync {}
         durable.sync {}
+        shared.withLock { shared in
+            if shared.commands.isEmpty && !shared.scheduled { shared.handedOver = true }
+        }
         return failure
     }
 
