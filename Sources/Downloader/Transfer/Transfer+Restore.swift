@@ -75,7 +75,7 @@ extension Transfer {
         }
     }
 
-    /// Picks up the partial file before the job's first command.
+    /// Picks up the partial file before the job's first command, as `decideRestore` decides.
     ///
     /// The rules, so that a file reported verified is always the bytes on disk:
     /// - A saved state that fails its own checksum (edited, torn), names another URL, or lists segments the file
@@ -101,50 +101,22 @@ extension Transfer {
             saved = state
         }
         guard let identity = job.files.partialIdentity else { return startOver(job, probe: probe) }
-        var metadata = ResourceMetadata()
-        metadata.validators = saved.validators
-        metadata.totalLength = saved.totalLength
-        metadata.ignoresETag = saved.ignoresETag
-        if let probe {
-            // The rule every continuation's response meets (`ResourceMetadata.compare`).
-            let validators = probe.validators.ignoringETag(metadata.ignoresETag)
-            switch metadata.compare(validators, completeLength: probe.totalLength) {
-            case .same: break
-            case .otherETag(let reason):
-                warn(reason)
-                metadata.ignoreETags()
-            case .changed(let reason):
-                warn("\(reason); starting from byte 0")
-                return startOver(job, probe: probe)
-            }
-        }
-        if metadata.validators.isEmpty, let probe {
-            metadata.validators = probe.validators.ignoringETag(metadata.ignoresETag)
-        }
-        metadata.totalLength = metadata.totalLength ?? probe?.totalLength
-        metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
-        metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
-        metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced
-        metadata.restartedAfterMismatch = saved.restartedAfterMismatch
-        if let total = metadata.totalLength, identity.size > total { return startOver(job, probe: probe) }
-        guard saved.hashedLength <= identity.size else {
-            warn("\(job.files.partialName) is shorter than its saved state; starting from byte 0")
+        let plan: RestorePlan
+        switch Self.decideRestore(
+            saved: saved, identity: identity, probe: probe, boot: Boot.identifier, name: job.files.partialName)
+        {
+        case .startOver(let warning):
+            if let warning { warn(warning) }
             return startOver(job, probe: probe)
+        case .resume(let decided):
+            plan = decided
         }
-        if let segments = saved.segments {
-            guard let total = metadata.totalLength,
-                Self.segmentsAreValid(segments, after: saved.hashedLength, within: min(identity.size, total))
-            else {
-                warn("the saved segments of \(job.files.partialName) do not fit the file; starting from byte 0")
-                return startOver(job, probe: probe)
-            }
-        }
+        plan.warnings.forEach(warn)
+        let metadata = plan.metadata
         // The algorithm now wanted: a new expectation may ask for another one than the saved hash's.
         let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
-        var length = identity.size
         var hash: StreamingHash?
-        if saved.file == identity || saved.hash == nil {
-            // As the state left it (or never hashed, so nothing to check it with: the receipt then says so).
+        if !plan.checksPrefix {
             if let wanted {
                 if let savedHash = saved.hash, savedHash.algorithm == wanted {
                     hash = savedHash
@@ -165,13 +137,10 @@ extension Transfer {
                 return startOver(job, probe: probe)
             }
             hash = wanted == nil ? nil : (other ?? check)
-            let sameBoot = saved.boot != nil && saved.boot == Boot.identifier
-            if !sameBoot && saved.segments == nil {
-                length = saved.hashedLength
-                try truncatePartial(job, to: length)
-            }
+            if plan.keptLength < identity.size { try truncatePartial(job, to: plan.keptLength) }
         }
-        if let segments = saved.segments {
+        let length = plan.keptLength
+        if let segments = plan.segments {
             return try restoreSegments(
                 job, hashedLength: saved.hashedLength, hash: hash, segments: segments, metadata: metadata)
         }
@@ -182,19 +151,6 @@ extension Transfer {
         position.resume(at: length)
         position.metadata = metadata
         return position
-    }
-
-    /// Whether a saved segment list can describe the file: non-empty ranges inside its length, sorted and apart, the
-    /// first starting no earlier than the hashed bytes end (a file not hashed lists its first bytes from 0).
-    static func segmentsAreValid(_ segments: [Range<Int64>], after hashed: Int64, within length: Int64) -> Bool {
-        var previousEnd: Int64?
-        for range in segments {
-            guard !range.isEmpty, range.lowerBound >= hashed, range.upperBound <= length,
-                previousEnd.map({ range.lowerBound > $0 }) ?? true
-            else { return false }
-            previousEnd = range.upperBound
-        }
-        return true
     }
 
     /// Picks up a file fetched in segments: `hash` covers its first `hashedLength` bytes, the listed ranges after them
