@@ -61,7 +61,8 @@ struct TransferRestoreDecisionTests {
 
     @Test("Another version, or another length, starts over and says why")
     func otherVersion() {
-        let changed = Self.decide(Self.saved(), probe: Self.probe(etag: "\"v-b\"", date: "Wed, 15 Nov 2023 1:00:00 GMT"))
+        let changed = Self.decide(
+            Self.saved(), probe: Self.probe(etag: "\"v-b\"", date: "Wed, 15 Nov 2023 1:00:00 GMT"))
         #expect(changed == .startOver(warning: "the resource changed (validators differ); starting from byte 0"))
         let longer = Self.decide(Self.saved(), probe: Self.probe(length: 5000))
         #expect(
@@ -101,7 +102,8 @@ struct TransferRestoreDecisionTests {
         for segments: [Range<Int64>] in [[500..<900], [2000..<3000, 2500..<3500], [3000..<5000], [1500..<1500]] {
             let decision = Self.decide(Self.saved(segments: segments), Self.identity(size: 4000))
             #expect(
-                decision == .startOver(warning: "the saved segments of f.part do not fit the file; starting from byte 0"),
+                decision
+                    == .startOver(warning: "the saved segments of f.part do not fit the file; starting from byte 0"),
                 "\(segments)")
         }
     }

@@ -44,7 +44,8 @@ extension Transfer {
         var warnings: [String] = []
         if let probe {
             // The rule every continuation's response meets (`ResourceMetadata.compare`).
-            switch metadata.compare(probe.validators.ignoringETag(metadata.ignoresETag), completeLength: probe.totalLength)
+            switch metadata.compare(
+                probe.validators.ignoringETag(metadata.ignoresETag), completeLength: probe.totalLength)
             {
             case .same: break
             case .otherETag(let reason):
