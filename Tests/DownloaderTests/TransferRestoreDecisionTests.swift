@@ -108,3 +108,41 @@ struct TransferRestoreDecisionTests {
         }
     }
 }
+
+extension TransferRestoreDecisionTests {
+    static func record(
+        etag: String? = "\"v-a\"", checksum: Checksum? = Checksum(md5: String(repeating: "a", count: 32))
+    )
+        -> FileRecord
+    {
+        FileRecord(
+            validators: Validators(etag: etag, lastModified: date), length: 4000, checksum: checksum,
+            file: identity(size: 4000))
+    }
+
+    @Test("A recorded file answers only when HEAD proves its version and every checksum known agrees")
+    func reuse() {
+        let md5 = Checksum(md5: String(repeating: "a", count: 32))!
+        let other = Checksum(md5: String(repeating: "b", count: 32))!
+        func decide(
+            _ record: FileRecord = Self.record(), probe: Transfer.Probe = Self.probe(), checksum: Checksum?,
+            expected: Checksum?,
+            hashes: Bool = true
+        ) -> Verification? {
+            Transfer.decideReuse(record: record, probe: probe, checksum: checksum, expected: expected, hashes: hashes)
+        }
+        #expect(decide(checksum: md5, expected: nil) == .computed(md5))
+        #expect(decide(checksum: md5, expected: md5) == .checksum(md5))
+        #expect(decide(checksum: md5, expected: other) == nil, "another expectation: fetched again")
+        #expect(decide(probe: Self.probe(etag: "\"v-b\""), checksum: md5, expected: nil) == nil, "another version")
+        #expect(decide(probe: Self.probe(length: 4001), checksum: md5, expected: nil) == nil, "another length")
+        #expect(
+            decide(Self.record(etag: nil), probe: Self.probe(etag: nil, date: nil), checksum: md5, expected: nil) == nil
+        )
+        var announcing = Self.probe()
+        announcing.announced = [other]
+        #expect(decide(probe: announcing, checksum: md5, expected: nil) == nil, "the server announces another digest")
+        #expect(decide(checksum: nil, expected: nil, hashes: false) == .lengthOnly)
+        #expect(decide(checksum: nil, expected: nil, hashes: true) == nil, "a digest is wanted and none is known")
+    }
+}

@@ -43,19 +43,16 @@ extension Transfer {
         _ file: RecordedFile, expected: Checksum?
     ) async throws(DownloadError) -> (result: TransferResult?, probe: Probe?) {
         guard let probe = try await probe() else { return (nil, nil) }
-        guard file.record.validators.proves(probe.validators),
-            probe.totalLength.map({ $0 == file.record.length }) ?? true
-        else { return (nil, probe) }
         var checksum = file.record.checksum
-        if let expected, checksum?.algorithm != expected.algorithm {
+        if let expected, checksum?.algorithm != expected.algorithm, file.record.validators.proves(probe.validators) {
             checksum = try? FileDigest.checksum(of: file.url, algorithm: expected.algorithm)
         }
-        let target = expected ?? probe.announced.first { $0.algorithm == checksum?.algorithm }
-        if let target, target != checksum { return (nil, probe) }
-        if checksum == nil, options.computesMD5 || expected != nil { return (nil, probe) }
-        guard directory.claims.claim(file.url, for: url) else { return (nil, probe) }  // another download's now
-        let verification: Verification =
-            if let checksum { target != nil ? .checksum(checksum) : .computed(checksum) } else { .lengthOnly }
+        guard
+            let verification = Self.decideReuse(
+                record: file.record, probe: probe, checksum: checksum, expected: expected,
+                hashes: options.computesMD5),
+            directory.claims.claim(file.url, for: url)  // else another download's now
+        else { return (nil, probe) }
         let result = TransferResult(
             fileURL: file.url, checksum: checksum, verification: verification, length: file.record.length,
             resumedBytes: file.record.length, receivedBytes: 0, suggestedFilename: probe.suggestedFilename)

@@ -97,3 +97,27 @@ extension Transfer {
         return true
     }
 }
+
+extension Transfer {
+    /// The reuse rule as a value: whether the file an earlier download of the URL delivered answers this one, from
+    /// what HEAD said and the file's digest (`reuse(_:expected:)` carries it out).
+    /// - Parameters:
+    ///   - record: what the file was when it was delivered.
+    ///   - probe: what HEAD says now.
+    ///   - checksum: the file's digest in the algorithm wanted (the recorded one, or hashed again for an expectation).
+    ///   - expected: the checksum the caller expects, if any.
+    ///   - hashes: whether downloads are hashed without an expectation (`DownloadOptions.computesMD5`).
+    /// - Returns: how the file is verified when it answers; `nil` when it does not (it is downloaded again and
+    ///   replaced once verified).
+    static func decideReuse(
+        record: FileRecord, probe: Probe, checksum: Checksum?, expected: Checksum?, hashes: Bool
+    ) -> Verification? {
+        // Only a proof of the same version counts: the same strong ETag or Last-Modified date, and the same length.
+        guard record.validators.proves(probe.validators), probe.totalLength.map({ $0 == record.length }) ?? true
+        else { return nil }
+        let target = expected ?? probe.announced.first { $0.algorithm == checksum?.algorithm }
+        if let target, target != checksum { return nil }
+        guard let checksum else { return hashes || expected != nil ? nil : .lengthOnly }
+        return target != nil ? .checksum(checksum) : .computed(checksum)
+    }
+}
