@@ -90,3 +90,37 @@ struct DownloadManagerStateMachineExpectationTests {
                 == Self.md5A)
     }
 }
+
+extension DownloadManagerStateMachineExpectationTests {
+    @Test("A caller's suspend while the completed file is hashed for a new expectation holds: the newer version waits")
+    func suspendWhileVerifying() {
+        // Found by the model-based test (seed 33 with batches): `enqueue` with a SHA-256 for a file completed with an
+        // MD5, then `suspendAll` while the file was hashed; the mismatch then fetched the newer version anyway, and a
+        // restart marked the caller's pause as interrupted.
+        var machine = Machine(limit: 1, prioritization: .fifo)
+        machine.restore("a", state: .completed, checksum: Self.md5A)
+        let asked = machine.request("a", expectation: Self.sha, waiter: 1, completedFileIsIntact: true)
+        #expect(asked.contains(.verify("a", Self.sha)), "\(asked)")
+        _ = machine.suspend("a")
+        let other = Checksum(algorithm: .sha256, hexString: String(repeating: "d", count: 64))!
+        let verified = machine.verified("a", expectation: Self.sha, actual: other)
+        #expect(startExpectation(verified) == nil, "nothing starts after the caller's pause: \(verified)")
+        #expect(verified.contains(.fail([1], "a", .suspended)))
+        #expect(machine.state(of: "a") == .suspended && !machine.isInterrupted("a"))
+        // A resume fetches the newer version, replacing the completed file once verified.
+        let resumed = machine.resume("a")
+        #expect(startExpectation(resumed) == Self.sha, "\(resumed)")
+        for case .start(_, _, let start) in resumed { #expect(start.replacesCompletedFile) }
+    }
+
+    @Test("A request after the pause lifts it, as for any suspended download")
+    func requestAfterPauseWhileVerifying() {
+        var machine = Machine(limit: 1, prioritization: .fifo)
+        machine.restore("a", state: .completed, checksum: Self.md5A)
+        _ = machine.request("a", expectation: Self.sha, waiter: 1, completedFileIsIntact: true)
+        _ = machine.suspend("a")
+        _ = machine.request("a", expectation: Self.sha, waiter: 2, completedFileIsIntact: true)
+        let other = Checksum(algorithm: .sha256, hexString: String(repeating: "d", count: 64))!
+        #expect(startExpectation(machine.verified("a", expectation: Self.sha, actual: other)) == Self.sha)
+    }
+}

@@ -32,6 +32,9 @@ extension DownloadManager.StateMachine {
         /// Suspended (or stopping to be) because its process stops or stopped, not by a caller (see
         /// `isInterrupted(_:)`); cleared by `suspend`.
         var interrupted = false
+        /// A caller suspended it while its completed file was hashed for a new expectation: a mismatch then leaves the
+        /// newer version suspended instead of fetching it. Cleared by a request or `resume`.
+        var pausedWhileVerifying = false
 
         /// Whether a request continues this download as it is (it is waiting, running or suspended), rather than
         /// starting a new attempt (completed, failed, removed).

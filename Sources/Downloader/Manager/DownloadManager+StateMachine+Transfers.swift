@@ -69,6 +69,15 @@ extension DownloadManager.StateMachine {
             actions = pending.waiters.isEmpty ? [.warn(key, mismatch)] : [.fail(pending.waiters, key, mismatch)]
         } else if isShuttingDown {
             if !pending.waiters.isEmpty { actions = [.fail(pending.waiters, key, .shutDown)] }
+        } else if entry.pausedWhileVerifying {
+            // The caller paused it while the file was hashed: the newer version waits, suspended, for a resume.
+            entry.pausedWhileVerifying = false
+            entry.phase = .suspended
+            entry.expectation = expectation
+            entry.otherExpectations.removeAll { $0.algorithm == expectation.algorithm }
+            entry.replacesCompletedFile = true
+            actions = [.publish(key, .suspended)]
+            if !pending.waiters.isEmpty { actions.append(.fail(pending.waiters, key, .suspended)) }
         } else {
             // A new request whose checksum the file does not have (or an unreadable file): fetch it again.
             entry.waiters += pending.waiters.map { Waiter(id: $0, expectation: expectation) }

@@ -158,6 +158,7 @@ extension DownloadManager {
             if isShuttingDown { return waiting.map { [.fail([$0.id], key, .shutDown)] } ?? [] }
             var entry = entries[key] ?? Entry()
             var actions: [Action] = []
+            entry.pausedWhileVerifying = false  // a request lifts a caller's pause, as it resumes a suspended download
             if let expectation, entry.keepsItsExpectations, let kept = entry.contradiction(to: expectation) {
                 let refusal = Failure.conflict(kept: kept, requested: expectation)
                 return waiting.map { [.fail([$0.id], key, refusal)] } ?? [.warn(key, refusal)]
@@ -258,6 +259,7 @@ extension DownloadManager {
         mutating func resume(_ key: Key) -> [Action] {
             guard !isShuttingDown, var entry = entries[key], !entry.isRemoved else { return [] }
             var actions: [Action] = []
+            entry.pausedWhileVerifying = false
             switch entry.phase {
             case .idle, .suspended, .failed:
                 entry.phase = .queued
@@ -299,7 +301,11 @@ extension DownloadManager {
             case .stopping(let generation, next: .resume):
                 entry.phase = .stopping(generation, next: .suspend)
                 return [.publish(key, .suspended)]
-            case .idle, .suspended, .failed, .completed, .stopping(_, next: .suspend):
+            case .completed:
+                // Its file may be being hashed for a new expectation: what a mismatch would fetch waits for a resume.
+                entry.pausedWhileVerifying = !entry.verifying.isEmpty
+                return []
+            case .idle, .suspended, .failed, .stopping(_, next: .suspend):
                 return []
             }
         }

@@ -51,6 +51,7 @@ extension ModelRun {
         let answers = outcomes.withLock { $0 }
         for (id, result) in answers where model.callers[id]?.answered == false {
             model.callers[id]?.answered = true
+            noteBatchAnswer(id, result)
             for problem in model.problems(answering: id, with: result) { note(problem) }
         }
     }

@@ -42,6 +42,8 @@ final class ModelRun {
     /// The last `download` caller of each resource: its call runs in a task of its own, so until it is answered a
     /// later `suspend` may reach the manager before it (and the request then continues the download).
     var downloadCallers: [Int: Int] = [:]
+    /// Callers that are requests of a batch (`ModelRun+Batch.swift`).
+    var batchCallers: Set<Int> = []
 
     init(seed: UInt64) throws {
         self.seed = seed
@@ -228,7 +230,9 @@ final class ModelRun {
         case 82..<85:
             trace.append("\(step): kill -9 a child")
             try await killChild()
-        case 85..<93:
+        case 85..<89:
+            batchStep(step)
+        case 89..<93:
             trace.append("\(step): settle")
             await settle()
         default:
