@@ -41,10 +41,12 @@ struct TransferRunner: Sendable {
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
         var retries = Retries(limit: retryLimit, backoff: backoff)
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
+        // One rank for every attempt: a retry keeps the download's place at its host's gate.
+        let rank = DispatchTime.now().uptimeNanoseconds
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, willPlace: willPlace, limiters: limiters, warn: warn, note: note,
+                replacing: replacing, willPlace: willPlace, limiters: limiters, rank: rank, warn: warn, note: note,
                 progress: progress)
             let attempt: Retries.AttemptEnd
             var result: TransferResult?

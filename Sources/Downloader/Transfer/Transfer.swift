@@ -94,9 +94,10 @@ final class Transfer: Sendable {
     /// fell behind).
     let note: @Sendable (String) -> Void
     private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
-    /// When the transfer was made (uptime nanoseconds): its requests' rank at a host's connection gate, so that an
-    /// older download's next window goes before a newer one's (`SessionBridge.perform`).
-    let rank = DispatchTime.now().uptimeNanoseconds
+    /// Its requests' rank at a host's connection gate (uptime nanoseconds; lower goes first), so that an older
+    /// download's next window goes before a newer one's (`SessionBridge.perform`): when its run began, kept by every
+    /// retry (`TransferRunner`), so a retried download does not go to the back of its host's queue.
+    let rank: UInt64
 
     /// Creates a transfer; nothing happens until `run()`.
     /// - Parameters:
@@ -108,14 +109,17 @@ final class Transfer: Sendable {
     ///   - replacing: a completed file the verified file replaces, if any.
     ///   - willPlace: told where the verified file goes just before it moves.
     ///   - limiters: bandwidth limits to keep.
+    ///   - rank: its requests' rank at a host's connection gate (by default, now).
     ///   - progress: called on the delegate queue after every chunk with the bytes on disk and the total if known.
     init(
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
         configuration: Configuration = Configuration(), replacing: URL? = nil,
         willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)? = nil, limiters: [BandwidthLimiter] = [],
-        warn: @escaping @Sendable (String) -> Void = { _ in }, note: @escaping @Sendable (String) -> Void = { _ in },
+        rank: UInt64 = DispatchTime.now().uptimeNanoseconds, warn: @escaping @Sendable (String) -> Void = { _ in },
+        note: @escaping @Sendable (String) -> Void = { _ in },
         progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
     ) {
+        self.rank = rank
         self.url = url
         self.options = options
         self.directory = directory
