@@ -55,7 +55,7 @@ public final class DownloadCookieJar: Sendable {
     /// - Parameter file: where to write.
     /// - Throws: `DownloadError.fileSystem` when it cannot be written.
     public func write(to file: URL) throws(DownloadError) {
-        var text = "# Netscape HTTP Cookie File\n# Written by Downloader \(DownloadManager.version). Holds secrets.\n\n"
+        var text = "# Netscape HTTP Cookie File\n# Written by Downloader \(LibraryVersion.current). Holds secrets.\n\n"
         for cookie in list.withLock({ $0.cookies }) {
             let domain = (cookie.httpOnly ? "#HttpOnly_" : "") + (cookie.hostOnly ? "" : ".") + cookie.domain
             let expires = cookie.expires.map { String(Int64($0.timeIntervalSince1970)) } ?? "0"

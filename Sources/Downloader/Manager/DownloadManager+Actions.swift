@@ -274,7 +274,7 @@ extension DownloadManager {
     private func answer(_ ids: [Machine.WaiterID], url: URL, _ failure: Machine.Failure) {
         guard failure == .waiterCancelled else { return answer(ids, with: .failure(error(for: failure, of: url))) }
         for id in ids {
-            switch waiters.removeValue(forKey: id) {
+            switch recipients.removeValue(forKey: id) {
             case .continuation(let continuation): continuation.resume(throwing: CancellationError())
             case .callback(let callback): callback(.failure(.cancelled(url)))
             case .batch(let batch, let request): batch.deliver(id, request, .failure(.cancelled(url)))
@@ -286,7 +286,7 @@ extension DownloadManager {
     /// Answers each waiter once.
     private func answer(_ ids: [Machine.WaiterID], with result: Result<DownloadReceipt, DownloadError>) {
         for id in ids {
-            switch waiters.removeValue(forKey: id) {
+            switch recipients.removeValue(forKey: id) {
             case .continuation(let continuation): continuation.resume(with: result.mapError { $0 as any Error })
             case .callback(let callback): callback(result)
             case .batch(let batch, let request):

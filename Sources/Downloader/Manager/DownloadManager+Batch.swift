@@ -60,7 +60,7 @@ extension DownloadManager {
         let url = identify(request.url)
         let id = makeWaiterID()
         batch.started(id, url: url)
-        waiters[id] = .batch(batch, request)
+        recipients[id] = .batch(batch, request)
         self.request(url, options: request.options, waiter: id)
         return !machine.isShuttingDown
     }

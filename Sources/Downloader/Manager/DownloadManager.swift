@@ -31,7 +31,7 @@ import Foundation
 /// without a receipt.
 public actor DownloadManager {
     /// This library's version (semantic versioning), as in the default `User-Agent`.
-    public static let version = "1.0.0"
+    public static let version = LibraryVersion.current
 
     typealias Machine = StateMachine<URL>
 
@@ -57,8 +57,8 @@ public actor DownloadManager {
         var idleTicks = 0
     }
 
-    /// Someone waiting for a download to end.
-    enum Waiter {
+    /// Where the answer to a waiter of the machine (`StateMachine.Waiter`, by its id) goes when its download ends.
+    enum Recipient {
         case continuation(CheckedContinuation<DownloadReceipt, any Error>)
         case callback(@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)
         /// A request of a batch: its outcome goes to the batch, and a completed download then leaves memory.
@@ -89,7 +89,8 @@ public actor DownloadManager {
 
     /// The completed file of each download that has one (also while a replacement of it is downloading).
     var completedFiles: [URL: CompletedFile] = [:]
-    var waiters: [Machine.WaiterID: Waiter] = [:]
+    /// How each waiter of the machine is answered.
+    var recipients: [Machine.WaiterID: Recipient] = [:]
     /// Downloads of batches that completed during the current `apply`, forgotten once it is done.
     var completedInBatches: [URL] = []
     /// How deep `apply` calls are nested (a batch's completed downloads are forgotten at the outermost).
@@ -231,7 +232,7 @@ public actor DownloadManager {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<DownloadReceipt, any Error>) in
-                waiters[id] = .continuation(continuation)
+                recipients[id] = .continuation(continuation)
                 request(url, options: options, waiter: id)
             }
         } onCancel: {
@@ -274,7 +275,7 @@ public actor DownloadManager {
             progress != nil || completion != nil ? CallbackChannel(progress: progress, completion: completion) : nil
         if let channel, completion != nil {
             id = makeWaiterID()
-            waiters[id!] = .callback { channel.complete($0) }
+            recipients[id!] = .callback { channel.complete($0) }
         }
         if let channel, progress != nil { progressHandlers[url, default: []].append(channel) }
         request(url, options: options, waiter: id)

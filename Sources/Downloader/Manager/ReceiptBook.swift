@@ -1,19 +1,3 @@
-/// One download as the manager keeps it: its receipt and the options needed to resume it after a restart.
-struct ReceiptRecord: Sendable, Equatable {
-    var receipt: DownloadReceipt
-    var options: DownloadOptions
-    /// The server's `Content-Disposition` name of the completed file, for renaming it under another naming.
-    var suggestedFilename: String?
-    /// The expected checksums as saved, its own first: read at start; while the manager runs, its state machine
-    /// keeps them.
-    var savedExpectations = KeptExpectations.none
-    /// Read at start: the receipt's file is a verified file that a newer version, not finished, replaces once verified.
-    var replacesCompletedFile = false
-    /// It was asked with credentials (a URL user or password, a secret header), which are never saved: after a
-    /// restart it needs them again.
-    var needsCredentials = false
-}
-
 /// The receipts of a manager with the options to resume them, in the order downloads were first requested.
 ///
 /// Insertion-ordered with O(1) look-up, insertion and removal: removed places are left empty and compacted once they

@@ -29,7 +29,7 @@ extension DownloadLogRecord {
     /// The record of an event, or `nil` for what is too frequent to log (progress, each save).
     init?(_ event: DownloadEvent) {
         var metadata = ["url": event.url.redactedAbsoluteString]
-        if case .receiptsSaveFailed = event {} else { metadata["id"] = DownloadDirectory.key(for: event.url) }
+        if case .receiptsSaveFailed = event {} else { metadata["id"] = event.url.downloadIdentifier }
         switch event {
         case .progress, .receiptsSaved:
             return nil

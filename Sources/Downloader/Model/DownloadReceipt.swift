@@ -38,7 +38,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     /// A stable name of the download: 32 lowercase hex digits (the MD5 of its URL without credentials), the same in
     /// every process and after a restart, safe in a URL path and a file name. Find the download again with
     /// `DownloadManager.receipt(identifiedBy:)`.
-    public var identifier: String { DownloadDirectory.key(for: url) }
+    public var identifier: String { url.downloadIdentifier }
 
     /// The file's MD5 as 32 lowercase hex digits, when it was hashed with MD5.
     public var md5: String? { checksum?.algorithm == .md5 ? checksum?.hexString : nil }

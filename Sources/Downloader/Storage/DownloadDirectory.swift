@@ -65,7 +65,7 @@ struct DownloadDirectory: Sendable {
     /// The stem every local file of a download shares: the MD5 of its URL without credentials (they are no part of
     /// a download's identity).
     static func key(for url: URL) -> String {
-        MD5.hash(data: Array(url.withoutCredentials.absoluteString.utf8)).hexString
+        url.downloadIdentifier
     }
 
     /// The key an earlier version gave a URL with credentials (the MD5 of the whole URL), to take its files over.

@@ -198,7 +198,7 @@ enum FilePlacement {
             var length = stat()
             guard fstat(input, &length) == 0 else { throw POSIXError.current }
             var failure: DownloadError?
-            try TransferJob.read(input, from: 0, to: Int64(length.st_size), file: copy, url: downloadURL) { bytes in
+            try FileReader.read(input, from: 0, to: Int64(length.st_size), file: copy, url: downloadURL) { bytes in
                 guard failure == nil else { return }
                 do { try AtomicFile.writeAll(output, bytes) } catch {
                     failure = .fileSystem(downloadURL, reason: "\(error.localizedDescription)")

@@ -202,8 +202,7 @@ extension Transfer {
         var data = Data()
         let fd = try job.files.openPartial(.read)
         defer { _ = closeDescriptor(fd) }
-        try TransferJob.read(fd, from: job.offset - Int64(count), to: job.offset, file: job.files.partialURL, url: url)
-        {
+        try FileReader.read(fd, from: job.offset - Int64(count), to: job.offset, file: job.files.partialURL, url: url) {
             data.append(contentsOf: $0)
         }
         return data
@@ -216,7 +215,7 @@ extension Transfer {
         guard to > from else { return }
         let fd = try job.files.openPartial(.read)
         defer { _ = closeDescriptor(fd) }
-        try TransferJob.read(fd, from: from, to: to, file: job.files.partialURL, url: url) { bytes in
+        try FileReader.read(fd, from: from, to: to, file: job.files.partialURL, url: url) { bytes in
             hash.update(bufferPointer: bytes)
             other?.update(bufferPointer: bytes)
         }

@@ -65,7 +65,8 @@ extension TransferJob {
         if from + fromMemory < to && hash != nil {
             do throws(DownloadError) {
                 try openReader()
-                try Self.read(reader, from: from + fromMemory, to: to, file: files.partialURL, url: url) { bytes in
+                try FileReader.read(reader, from: from + fromMemory, to: to, file: files.partialURL, url: url) {
+                    bytes in
                     hash!.update(bufferPointer: bytes)
                     yieldToWrites()  // a long read-back lets the writer go first between its 1 MiB reads
                 }
@@ -86,35 +87,13 @@ extension TransferJob {
         do throws(DownloadError) {
             try openReader()
             var copy = hash
-            try Self.read(reader, from: from, to: offset, file: files.partialURL, url: url) { bytes in
+            try FileReader.read(reader, from: from, to: offset, file: files.partialURL, url: url) { bytes in
                 copy?.update(bufferPointer: bytes)
             }
             hash = copy
             hashedOffset = offset
         } catch {
             return
-        }
-    }
-
-    /// Reads bytes `from..<to` of an open file, 1 MiB at a time.
-    /// - Throws: `DownloadError.fileSystem` when the file cannot be read or ends early.
-    static func read(
-        _ fd: Int32, from: Int64, to: Int64, file: URL, url: URL, _ body: (UnsafeRawBufferPointer) -> Void
-    ) throws(DownloadError) {
-        guard to > from else { return }
-        let capacity = Int(min(1 << 20, to - from))
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: capacity, alignment: 16)
-        defer { buffer.deallocate() }
-        var position = from
-        while position < to {
-            let count = pread(fd, buffer.baseAddress, Int(min(Int64(capacity), to - position)), off_t(position))
-            if count < 0 && errno == EINTR { continue }
-            guard count > 0 else {
-                let why = count < 0 ? POSIXError.current.localizedDescription : "it ended at \(position)"
-                throw .fileSystem(url, reason: "cannot read \(file.lastPathComponent): \(why)")
-            }
-            body(UnsafeRawBufferPointer(rebasing: buffer[..<count]))
-            position += Int64(count)
         }
     }
 

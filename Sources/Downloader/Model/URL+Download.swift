@@ -57,6 +57,12 @@ extension URL {
     /// Whether the URL carries a user or a password.
     var hasCredentials: Bool { withoutCredentials != self }
 
+    /// A download's identity (`DownloadReceipt.identifier`), the stem of its local files: the MD5 of the URL without
+    /// credentials (they are no part of a download's identity).
+    var downloadIdentifier: String {
+        MD5.hash(data: Array(withoutCredentials.absoluteString.utf8)).hexString
+    }
+
     /// The URL as text with its credentials hidden: `https://user:***@host/…` (a user name alone, which is often a
     /// token, becomes `***@host`). Use it wherever a URL is shown: messages, logs, listings.
     public var redactedAbsoluteString: String {
