@@ -23,45 +23,19 @@ extension Hashing {
         var buffer = BlockBuffer()
 
         /// How many bytes have been hashed so far.
-        public var byteCount: UInt64 { buffer.byteCount }
+        public var byteCount: UInt64 { hashedByteCount }
 
         /// Creates a hasher with the initial MD5 state.
         public init() {}
 
-        /// Adds bytes to the hash.
-        /// - Parameter data: the bytes, in any `DataProtocol` shape (`Data`, `[UInt8]`, a slice, …).
-        public mutating func update(data: some DataProtocol) {
-            for region in data.regions {
-                region.withUnsafeBytes { update(bufferPointer: $0) }
-            }
-        }
-
         /// Adds the bytes of a raw buffer to the hash.
         /// - Parameter bufferPointer: the bytes; whole blocks are read from it in place.
-        public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
-            var words = state
-            buffer.absorb(bufferPointer) { Self.compress(&words, blocks: $0, count: $1) }
-            state = words
-        }
+        public mutating func update(bufferPointer: UnsafeRawBufferPointer) { absorb(bufferPointer) }
 
         /// Returns the digest of every byte added so far.
         ///
         /// The hasher is not consumed: more bytes may be added afterwards and `finalize()` called again.
         /// - Returns: the 16-byte digest.
-        public func finalize() -> MD5Digest {
-            var copy = self
-            buffer.padding(bigEndianLength: false).withUnsafeBytes { copy.update(bufferPointer: $0) }
-            precondition(copy.buffer.pendingCount == 0, "MD5 padding must end on a block boundary")
-            return MD5Digest(words: copy.state)
-        }
-
-        /// Hashes bytes in one call.
-        /// - Parameter data: the bytes to hash.
-        /// - Returns: their digest.
-        public static func hash(data: some DataProtocol) -> MD5Digest {
-            var md5 = MD5()
-            md5.update(data: data)
-            return md5.finalize()
-        }
+        public func finalize() -> MD5Digest { finalized() }
     }
 }

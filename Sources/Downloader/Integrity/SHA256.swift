@@ -24,65 +24,34 @@ extension Hashing {
         var buffer = BlockBuffer()
 
         /// How many bytes have been hashed so far.
-        public var byteCount: UInt64 { buffer.byteCount }
+        public var byteCount: UInt64 { hashedByteCount }
 
         /// Creates a hasher with the initial SHA-256 state.
         public init() {}
 
-        /// Adds bytes to the hash.
-        /// - Parameter data: the bytes, in any `DataProtocol` shape.
-        public mutating func update(data: some DataProtocol) {
-            for region in data.regions {
-                region.withUnsafeBytes { update(bufferPointer: $0) }
-            }
-        }
-
         /// Adds the bytes of a raw buffer to the hash.
         /// - Parameter bufferPointer: the bytes; whole blocks are read from it in place.
-        public mutating func update(bufferPointer: UnsafeRawBufferPointer) {
-            var words = state
-            buffer.absorb(bufferPointer) { Self.compress(&words, blocks: $0, count: $1) }
-            state = words
-        }
+        public mutating func update(bufferPointer: UnsafeRawBufferPointer) { absorb(bufferPointer) }
 
         /// Returns the digest of every byte added so far, without consuming the hasher.
         /// - Returns: the 32-byte digest.
-        public func finalize() -> SHA256Digest {
-            var copy = self
-            buffer.padding(bigEndianLength: true).withUnsafeBytes { copy.update(bufferPointer: $0) }
-            precondition(copy.buffer.pendingCount == 0, "SHA-256 padding must end on a block boundary")
-            return SHA256Digest(bytes: bigEndianBytes(copy.words))!
-        }
-
-        /// Hashes bytes in one call.
-        /// - Parameter data: the bytes to hash.
-        /// - Returns: their digest.
-        public static func hash(data: some DataProtocol) -> SHA256Digest {
-            var sha = SHA256()
-            sha.update(data: data)
-            return sha.finalize()
-        }
-
-        var words: [UInt32] { [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] }
+        public func finalize() -> SHA256Digest { finalized() }
     }
 }
 
-extension SHA256: Codable, Equatable {
+extension SHA256: BlockHashFunction {
+    static let wordCount = 8
+    static let lengthIsBigEndian = true
+    var words: [UInt32] { [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] }
+    mutating func setWords(_ w: [UInt32]) { state = (w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]) }
+    func digest() -> SHA256Digest { SHA256Digest(bytes: bigEndianBytes(words))! }
+
     /// Decodes a saved hasher state.
     /// - Throws: `DecodingError.dataCorrupted` when the words, the count or the pending bytes are inconsistent.
-    public init(from decoder: any Decoder) throws {
-        let (w, buffer) = try SavedBlockHash.restore(wordCount: 8, from: decoder)
-        self.init()
-        state = (w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7])
-        self.buffer = buffer
-    }
+    public init(from decoder: any Decoder) throws { self = try Self.restored(from: decoder) }
 
     /// Encodes the hasher state: the eight words, the byte count and the pending partial block (base64).
-    public func encode(to encoder: any Encoder) throws {
-        try SavedBlockHash(words: words, buffer: buffer).encode(to: encoder)
-    }
+    public func encode(to encoder: any Encoder) throws { try save(to: encoder) }
 
-    public static func == (lhs: Hashing.SHA256, rhs: Hashing.SHA256) -> Bool {
-        lhs.words == rhs.words && lhs.buffer.isEqual(to: rhs.buffer)
-    }
+    public static func == (lhs: Hashing.SHA256, rhs: Hashing.SHA256) -> Bool { lhs.hasSameState(as: rhs) }
 }
