@@ -8,8 +8,8 @@ import Foundation
 /// `prepareRequest` hook.
 extension SessionBridge {
     /// The request as it goes out: with the `User-Agent`, then through `Configuration.prepareRequest`.
-    /// - Returns: the request, or how the request ends when the hook threw or the task was cancelled.
-    func prepare(_ request: URLRequest) async -> Result<URLRequest, PreparationEnd> {
+    /// - Returns: the request, or how the request ends (`RequestEnd`) when the hook threw or the task was cancelled.
+    func prepare(_ request: URLRequest) async -> Prepared {
         var request = request
         if let userAgent = configuration.userAgent, request.value(forHTTPHeaderField: "User-Agent") == nil {
             request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
@@ -19,21 +19,21 @@ extension SessionBridge {
             request.setValue(
                 CookieList.merge(request.value(forHTTPHeaderField: "Cookie"), cookies), forHTTPHeaderField: "Cookie")
         }
-        guard let prepare = configuration.prepareRequest else { return .success(request) }
+        guard let prepare = configuration.prepareRequest else { return .ready(request) }
         do {
             let prepared = try await prepare(request)
-            return Task.isCancelled ? .failure(PreparationEnd(.cancelled)) : .success(prepared)
+            return Task.isCancelled ? .ended(.cancelled) : .ready(prepared)
         } catch let error as DownloadError {
-            return .failure(PreparationEnd(.failed(error)))
+            return .ended(.failed(error))
         } catch {
-            if Task.isCancelled { return .failure(PreparationEnd(.cancelled)) }
-            return .failure(PreparationEnd(.failed(.requestPreparationFailed(request.url!, underlying: error))))
+            if Task.isCancelled { return .ended(.cancelled) }
+            return .ended(.failed(.requestPreparationFailed(request.url!, underlying: error)))
         }
     }
 
-    /// How a request ends before it went out.
-    struct PreparationEnd: Error {
-        let end: RequestEnd
-        init(_ end: RequestEnd) { self.end = end }
+    /// A request ready to go out, or how it ended before it did.
+    enum Prepared {
+        case ready(URLRequest)
+        case ended(RequestEnd)
     }
 }

@@ -124,8 +124,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let sink = ErrorBodySink(sink)  // an error status's message is read from its body
         let request: URLRequest
         switch await prepare(unprepared) {
-        case .success(let prepared): request = prepared
-        case .failure(let preparation): return (preparation.end, nil)
+        case .ready(let prepared): request = prepared
+        case .ended(let end): return (end, nil)
         }
         // `dataTask(with:)` waits for the session's internal queue (corelibs), which a cancel or a busy transfer can
         // hold for long: made on the control queue, never on one of the few cooperative threads.

@@ -10,16 +10,16 @@ extension Transfer {
     /// A file an earlier download of this URL delivered, where it can be known before any request: the destination,
     /// or the name the URL gives in the completed area (a name from `Content-Disposition` is learnt only from a
     /// response; such files are recognised after their first request, as identical, instead).
-    struct RecordedFile {
+    struct DeliveredFile {
         var url: URL
         var record: FileRecord
         var identity: FileIdentity
     }
 
-    /// The recorded file of this URL, if there is one and it still holds the recorded content: the same identity,
+    /// The file this URL delivered, if there is one and it still holds the recorded content: the same identity,
     /// or, if it was touched, the same digest when hashed again (locally). A file changed since is the user's now:
     /// never reused, never replaced.
-    func recordedFile() -> RecordedFile? {
+    func deliveredFile() -> DeliveredFile? {
         let target =
             options.destination?.standardizedFileURL
             ?? directory.completedArea.appendingPathComponent(
@@ -32,7 +32,7 @@ extension Transfer {
                 (try? FileDigest.checksum(of: target, algorithm: recorded.algorithm)) == recorded
             else { return nil }
         }
-        return RecordedFile(url: target, record: record, identity: identity)
+        return DeliveredFile(url: target, record: record, identity: identity)
     }
 
     /// Answers with the recorded file when HEAD proves the server still has its version (same strong ETag or
@@ -40,7 +40,7 @@ extension Transfer {
     /// - Returns: the result, or `nil` when the server's version is another or that cannot be proved (the file is
     ///   then downloaded again and replaced once verified); and what HEAD said.
     func reuse(
-        _ file: RecordedFile, expected: Checksum?
+        _ file: DeliveredFile, expected: Checksum?
     ) async throws(DownloadError) -> (result: TransferResult?, probe: Probe?) {
         guard let probe = try await probe() else { return (nil, nil) }
         var checksum = file.record.checksum

@@ -155,7 +155,7 @@ final class Transfer: Sendable {
         var source = 0
         if probed { (probe, source) = try await probeSources() }
         var ownFile: URL?
-        if !probed, replacing == nil, let recorded = recordedFile() {
+        if !probed, replacing == nil, let recorded = deliveredFile() {
             let reused = try await reuse(recorded, expected: expected)
             if let result = reused.result { return result }
             (probe, probed, ownFile) = (reused.probe, true, recorded.url)
