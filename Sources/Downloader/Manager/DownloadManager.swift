@@ -326,7 +326,7 @@ public actor DownloadManager {
         apply(machine.suspend(url.withoutCredentials))
     }
 
-    /// Pauses a download.
+    /// Pauses a download: the same as `suspend(receipt.url)` (both forms stay, see <doc:Design>).
     public func suspend(_ receipt: DownloadReceipt) { suspend(receipt.url) }
 
     /// Continues a suspended or failed download (queued until a slot is free), by Range from the partial file.
@@ -335,7 +335,7 @@ public actor DownloadManager {
         apply(machine.resume(url))
     }
 
-    /// Continues a download.
+    /// Continues a download: the same as `resume(receipt.url)` (both forms stay, see <doc:Design>).
     public func resume(_ receipt: DownloadReceipt) { resume(receipt.url) }
 
     /// Stops a download and deletes its files (partial and completed) and its receipt. Callers waiting for it get
@@ -344,7 +344,7 @@ public actor DownloadManager {
         apply(machine.remove(url.withoutCredentials))
     }
 
-    /// Stops a download and deletes its files and receipt.
+    /// Stops a download and deletes its files and receipt: the same as `remove(receipt.url)` (both forms stay, see <doc:Design>).
     public func remove(_ receipt: DownloadReceipt) { remove(receipt.url) }
 
     /// Drops a download's receipt but keeps its completed file where it is: the manager no longer knows the URL, and
@@ -360,7 +360,7 @@ public actor DownloadManager {
         apply(machine.remove(url, keepingCompletedFile: true))
     }
 
-    /// Drops a download's receipt, keeping its completed file.
+    /// Drops a download's receipt, keeping its completed file: the same as `forget(receipt.url)` (both forms stay, see <doc:Design>).
     public func forget(_ receipt: DownloadReceipt) { forget(receipt.url) }
 
     /// Changes how many downloads transfer at once. Raising it starts waiting downloads now; lowering it stops
