@@ -344,7 +344,8 @@ public actor DownloadManager {
         apply(machine.remove(url.withoutCredentials))
     }
 
-    /// Stops a download and deletes its files and receipt: the same as `remove(receipt.url)` (both forms stay, see <doc:Design>).
+    /// Stops a download and deletes its files and receipt: the same as `remove(receipt.url)` (both forms stay, see
+    /// <doc:Design>).
     public func remove(_ receipt: DownloadReceipt) { remove(receipt.url) }
 
     /// Drops a download's receipt but keeps its completed file where it is: the manager no longer knows the URL, and
@@ -360,7 +361,8 @@ public actor DownloadManager {
         apply(machine.remove(url, keepingCompletedFile: true))
     }
 
-    /// Drops a download's receipt, keeping its completed file: the same as `forget(receipt.url)` (both forms stay, see <doc:Design>).
+    /// Drops a download's receipt, keeping its completed file: the same as `forget(receipt.url)` (both forms stay,
+    /// see <doc:Design>).
     public func forget(_ receipt: DownloadReceipt) { forget(receipt.url) }
 
     /// Changes how many downloads transfer at once. Raising it starts waiting downloads now; lowering it stops
