@@ -67,6 +67,12 @@ final class DownloadManagerTests: Sendable {
             return try await group.reduce(into: []) { $0.append($1) }
         }
         #expect(receipts.count == 5 && Set(receipts).count == 1)
+        // The completion runs on the callback channel's queue, after the download calls may have returned: waited for
+        // (with a deadline), then counted — once, never twice.
+        let deadline = ContinuousClock.now + .seconds(10)
+        while callbacks.withLock({ $0 }) == 0, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
         #expect(callbacks.withLock { $0 } == 1)
         // Fetched once: one request from byte 0, and every later one starts past the one before (a slow machine may
         // see a window retried from where its bytes stopped, never a second download from the start).
