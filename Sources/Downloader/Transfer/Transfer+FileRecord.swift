@@ -44,7 +44,8 @@ extension Transfer {
     ) async throws(DownloadError) -> (result: TransferResult?, probe: Probe?) {
         guard let probe = try await probe() else { return (nil, nil) }
         var checksum = file.record.checksum
-        if let expected, checksum?.algorithm != expected.algorithm, file.record.validators.proves(probe.validators) {
+        // Hashed again only for a file HEAD proves current (`decideReuse` would refuse any other).
+        if let expected, checksum?.algorithm != expected.algorithm, Self.isCurrent(file.record, probe: probe) {
             checksum = try? FileDigest.checksum(of: file.url, algorithm: expected.algorithm)
         }
         guard

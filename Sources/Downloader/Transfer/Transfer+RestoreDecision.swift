@@ -99,6 +99,12 @@ extension Transfer {
 }
 
 extension Transfer {
+    /// Whether HEAD proves a delivered file is the server's current version: only a proof counts — the same strong
+    /// ETag or Last-Modified date — and the same length.
+    static func isCurrent(_ record: FileRecord, probe: Probe) -> Bool {
+        record.validators.proves(probe.validators) && (probe.totalLength.map { $0 == record.length } ?? true)
+    }
+
     /// The reuse rule as a value: whether the file an earlier download of the URL delivered answers this one, from
     /// what HEAD said and the file's digest (`reuse(_:expected:)` carries it out).
     /// - Parameters:
@@ -112,9 +118,7 @@ extension Transfer {
     static func decideReuse(
         record: FileRecord, probe: Probe, checksum: Checksum?, expected: Checksum?, hashes: Bool
     ) -> Verification? {
-        // Only a proof of the same version counts: the same strong ETag or Last-Modified date, and the same length.
-        guard record.validators.proves(probe.validators), probe.totalLength.map({ $0 == record.length }) ?? true
-        else { return nil }
+        guard isCurrent(record, probe: probe) else { return nil }
         let target = expected ?? probe.announced.first { $0.algorithm == checksum?.algorithm }
         if let target, target != checksum { return nil }
         guard let checksum else { return hashes || expected != nil ? nil : .lengthOnly }
