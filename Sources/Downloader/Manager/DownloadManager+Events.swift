@@ -78,7 +78,7 @@ extension DownloadManager {
     /// Logs a decision that is no event (`Configuration.log`, level `info`): a transfer's note.
     func logNote(_ message: String, about url: URL) {
         guard let log = configuration.log else { return }
-        var metadata = ["url": url.redactedAbsoluteString, "id": DownloadDirectory.key(for: url)]
+        var metadata = DownloadLogRecord.metadata(about: url)
         if let receipt = book[url]?.receipt { metadata["bytes"] = String(receipt.totalBytesWritten) }
         log(DownloadLogRecord(level: .info, message: message, metadata: metadata))
     }

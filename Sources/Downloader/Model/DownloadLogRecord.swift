@@ -29,7 +29,7 @@ extension DownloadLogRecord {
     /// The record of an event, or `nil` for what is too frequent to log (progress, each save).
     init?(_ event: DownloadEvent) {
         var metadata = ["url": event.url.redactedAbsoluteString]
-        if case .receiptsSaveFailed = event {} else { metadata["id"] = event.url.downloadIdentifier }
+        if case .receiptsSaveFailed = event {} else { metadata = Self.metadata(about: event.url) }
         switch event {
         case .progress, .receiptsSaved:
             return nil
@@ -66,6 +66,11 @@ extension DownloadLogRecord {
             self.init(
                 level: .error, message: "the receipts could not be saved: \(error.reason)", metadata: metadata)
         }
+    }
+
+    /// The metadata every record about one download carries: its URL (credentials hidden) and its identifier.
+    static func metadata(about url: URL) -> [String: String] {
+        ["url": url.redactedAbsoluteString, "id": url.downloadIdentifier]
     }
 
     private static func describe(_ error: DownloadError, in metadata: inout [String: String]) {
