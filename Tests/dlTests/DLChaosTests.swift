@@ -76,11 +76,11 @@ final class DLChaosTests: Sendable {
         }
     }
 
-    static func trials(seed: UInt64, count: Int, only: Behaviour? = onlyBehaviour) -> [Trial] {
+    static func trials(seed: UInt64, count: Int, behaviour forced: Behaviour? = onlyBehaviour) -> [Trial] {
         var random = SeededGenerator(seed: seed)
         return (0..<count).map { index in
             let drawn = Behaviour.allCases.randomElement(using: &random)!
-            let behaviour = only ?? drawn
+            let behaviour = forced ?? drawn
             let size = behaviour == .endless ? 1 << 40 : [3 << 20, 24 << 20, 96 << 20].randomElement(using: &random)!
             let limit = behaviour == .endless ? Int64(400 << 20) : Int64(size)
             return Trial(

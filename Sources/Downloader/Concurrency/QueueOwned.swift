@@ -34,10 +34,7 @@ final class QueueOwned<Value>: @unchecked Sendable {
     }
 
     /// The state without the check: for `deinit`, when nothing else can hold the pipeline.
-    var valueAtTheEnd: Value {
-        _read { yield stored }
-        _modify { yield &stored }
-    }
+    var valueAtTheEnd: Value { stored }
 
     @inline(__always)
     private func checkOwner() {

@@ -24,6 +24,7 @@ extension ModelRun {
         }
         trace.append("\(step): batch of \(count), \(limit) in flight")
         let outcomes = self.outcomes
+        let strays = self.strayOutcomes
         let results = manager.download(requests.map(\.request), maximumInFlight: limit)
         waiters.append(
             Task {
@@ -31,7 +32,9 @@ extension ModelRun {
                 for await outcome in results {
                     // Outcomes come in the order downloads end: the first waiting caller of an equal request.
                     guard let index = waiting.firstIndex(where: { $0.request == outcome.request }) else {
-                        outcomes.withLock { $0[-1] = .failure(.cancelled(outcome.request.url, reason: "unasked")) }
+                        strays.withLock {
+                            $0.append("a batch delivered an outcome nobody asked for: \(outcome.request)")
+                        }
                         continue
                     }
                     let id = waiting.remove(at: index).id

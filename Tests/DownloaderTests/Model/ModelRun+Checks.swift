@@ -48,6 +48,9 @@ extension ModelRun {
 
     /// Every answer so far is one the caller may get.
     func checkAnswers() {
+        for stray in strayOutcomes.withLock({ strays in
+            defer { strays = [] }; return strays
+        }) { note(stray) }
         let answers = outcomes.withLock { $0 }
         for (id, result) in answers where model.callers[id]?.answered == false {
             model.callers[id]?.answered = true

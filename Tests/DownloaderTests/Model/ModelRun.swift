@@ -44,6 +44,8 @@ final class ModelRun {
     var downloadCallers: [Int: Int] = [:]
     /// Callers that are requests of a batch (`ModelRun+Batch.swift`).
     var batchCallers: Set<Int> = []
+    /// Outcomes a batch delivered that match none of its requests (each is a problem).
+    let strayOutcomes = Locked<[String]>([])
 
     init(seed: UInt64) throws {
         self.seed = seed
