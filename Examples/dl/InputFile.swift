@@ -33,11 +33,10 @@ enum InputFile {
         mutating func take(_ rawLine: Substring) throws(UsageError) -> Entry? {
             number += 1
             let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
-            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            let trimmed = String(line.trimmingBlanks())
             if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
             guard line.first == " " || line.first == "\t" else {
-                let fields = trimmed.split(separator: "\t").map { $0.trimmingCharacters(in: .whitespaces) }
-                    .filter { !$0.isEmpty }
+                let fields = trimmed.split(separator: "\t").map { String($0.trimmingBlanks()) }.filter { !$0.isEmpty }
                 defer { pending = Entry(text: fields[0], mirrors: Array(fields.dropFirst()), line: number) }
                 return pending
             }
@@ -87,5 +86,16 @@ enum InputFile {
                     message: "input file line \(number): unknown option \(name)= (out, dir, checksum, header)")
             }
         }
+    }
+}
+
+extension StringProtocol {
+    /// The text without leading and trailing spaces and tabs: `trimmingCharacters(in: .whitespaces)` without its cost
+    /// (it goes through `NSString`, a tenth of the CPU of reading a list of a million URLs).
+    fileprivate func trimmingBlanks() -> SubSequence {
+        var text = self[...]
+        while text.first?.isWhitespace == true { text = text.dropFirst() }
+        while text.last?.isWhitespace == true { text = text.dropLast() }
+        return text
     }
 }

@@ -155,6 +155,33 @@ final class DownloadManagerBatchTests: Sendable {
         }
     }
 
+    @Test("The same list after an interruption starts the files it lacks before asking about the finished ones")
+    func rerunStartsNewWorkFirst() async throws {
+        // Every HEAD (the question a finished file costs) is held until the test lets it go.
+        let finished = requests("f", count: 6, query: "&headGate=held")
+        let first = try makeManager(maximumActive: 2)
+        for await outcome in first.download(finished) { _ = try outcome.result.get() }
+        await first.shutdown()
+        let getsBefore = server.requests.filter { $0.method == "GET" }.count
+
+        let new = DownloadRequest(server.url("/bytes/new?size=3000"))
+        let manager = try makeManager(maximumActive: 2)
+        let outcomes = manager.download(finished + [new], maximumInFlight: 3)
+        let collected = Task { await outcomes.reduce(into: [DownloadOutcome]()) { $0.append($1) } }
+        let target = new.url.relativeTarget
+        let newStarted = await server.waitUntil(timeout: .seconds(20)) { statistics in
+            statistics.requests.contains { $0.method == "GET" && $0.target == target }
+        }
+        server.openGate("held")
+        let results = await collected.value
+        #expect(newStarted, "the new file waited behind the HEADs of finished ones")
+        #expect(results.count == 7)
+        for outcome in results { #expect((try? outcome.result.get()) != nil, "\(outcome.request.url)") }
+        // The finished files were asked about (HEAD), not fetched: the one GET is the new file's.
+        #expect(server.requests.filter { $0.method == "GET" }.count == getsBefore + 1)
+        await manager.shutdown()
+    }
+
     @Test("receipts(after:limit:) pages through a manager's downloads in request order")
     func pagedReceipts() async throws {
         let manager = try makeManager()

@@ -55,6 +55,18 @@ struct ParserFuzzTests {
         return String(characters)
     }
 
+    /// Up to three blanks and look-alikes: tabs, spaces of every width, and scalars that are not blanks (a line
+    /// separator, a combining mark, a zero-width space).
+    static func blanks(_ random: inout SeededGenerator) -> String {
+        let kinds: [Unicode.Scalar] = [
+            "\t", " ", "\u{A0}", "\u{1680}", "\u{180E}", "\u{2003}", "\u{200A}", "\u{200B}", "\u{200C}", "\u{2028}",
+            "\u{202F}", "\u{205F}", "\u{3000}", "\u{301}", "\u{FEFF}", "\n", "a",
+        ]
+        let count = Int.random(in: 0...3, using: &random)
+        let scalars = (0..<count).map { _ in kinds.randomElement(using: &random)! }
+        return String(String.UnicodeScalarView(scalars))
+    }
+
     @Test(
         "Random and mutated inputs never crash a parser; sanitised names stay one safe component inside the directory")
     func fuzz() async throws {
@@ -67,6 +79,12 @@ struct ParserFuzzTests {
             let input =
                 iteration % 2 == 0
                 ? Self.randomInput(&random) : Self.mutate(Self.corpus.randomElement(using: &random)!, &random)
+
+            // The sanitiser's own trimming is Foundation's `.whitespaces` trimming, scalar by scalar.
+            let padded = Self.blanks(&random) + input + Self.blanks(&random)
+            #expect(
+                FilenameSanitizer.trimmingBlanks(padded) == padded.trimmingCharacters(in: .whitespaces),
+                "\(padded.debugDescription)")
 
             if let parsed = ContentRange(input) {
                 accepted.ranges += 1

@@ -304,6 +304,10 @@ enum Router {
         {
             response.gate = (gate, max(1, int("gateSize") ?? 1))
         }
+        // headGate=G: hold HEAD responses at gate G (`gateSize`, default 1000: until the test opens it).
+        if head.method == "HEAD", let gate = options["headGate"] {
+            response.gate = (gate, max(1, int("gateSize") ?? 1000))
+        }
         // stallAfter=N&stall=S: pause S seconds after N body bytes; with stallCount=K only the first K GETs stall. With
         // stallReached=1 a GET whose body ends before N (it could not stall) is not one of the K.
         if isGet, let after = int("stallAfter"), options["stallReached"] != "1" || response.body.count > after,

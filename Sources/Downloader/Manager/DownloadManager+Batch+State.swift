@@ -25,7 +25,15 @@ extension DownloadManager {
         /// Spends a slot, waiting for one if none is free.
         /// - Returns: `false` once the batch is closed (its consumer left).
         func take() async -> Bool {
-            await withCheckedContinuation { continuation in
+            // A free slot is taken without suspending (most of the time, while a long list is read).
+            let taken: Bool? = state.withLock { state in
+                if state.isClosed { return false }
+                guard state.available > 0 else { return nil }
+                state.available -= 1
+                return true
+            }
+            if let taken { return taken }
+            return await withCheckedContinuation { continuation in
                 let answer: Bool? = state.withLock { state in
                     if state.isClosed { return false }
                     guard state.available > 0 else {
@@ -51,6 +59,9 @@ extension DownloadManager {
             }
             taker?.resume(returning: true)
         }
+
+        /// How many requests were handed to the manager and not yet delivered.
+        var inFlightCount: Int { state.withLock { $0.inFlight.count } }
 
         /// A request was handed to the manager with waiter `id`.
         func started(_ id: Machine.WaiterID, url: URL) {

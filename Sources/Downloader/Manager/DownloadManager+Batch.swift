@@ -7,12 +7,20 @@ extension DownloadManager {
     /// and not yet delivered, and delivers each outcome as its download ends (completion order).
     ///
     /// Memory stays bounded whatever the sequence's length: requests are read as slots free (a consumer that stops
-    /// reading outcomes stops the intake), they reach the manager in the sequence's order (`prioritization` orders
-    /// those waiting), and a download that completes leaves the manager once its outcome is delivered, as by
+    /// reading outcomes stops the intake), they reach the manager in the sequence's order (parked ones aside, below;
+    /// `prioritization` orders those waiting), and a download that completes leaves the manager once its outcome is delivered, as by
     /// `forget(_:)`: its file stays, recording the URL, version and digest in its extended attributes, so that a
     /// later request of the URL (another run of the same list) costs a `HEAD`, not the file. A download that fails,
     /// is suspended or removed stays known, so that `resume(_:)`, `receipt(for:)` or a later batch continues it from
     /// its partial file.
+    ///
+    /// New work comes first: a request whose file an earlier download delivered (its extended attributes name the
+    /// URL) is parked on disk, in the state folder, and the intake reads on, so the same list run again after an
+    /// interruption starts on the files it lacks at once instead of asking about every finished one first. Parked
+    /// requests reach the manager in order: one whenever a request is read while the batch has nothing else in
+    /// flight, all of them once the sequence has ended (so a pipe that pauses leaves them parked until its next line
+    /// or its end: their files are there, only the question whether they are current waits); they hold no slot. Requests that carry a secret (credentials in a URL, an
+    /// `Authorization`, `Cookie` or `Proxy-Authorization` header) are never parked: secrets never reach the disk.
     ///
     /// Each request is handled as by `download(_:options:)`: a URL asked twice joins the running download; options
     /// and expected checksums follow the same rules. Ending the iteration early (leaving the loop, or cancelling its
@@ -29,12 +37,8 @@ extension DownloadManager {
         let (stream, continuation) = AsyncStream<DownloadOutcome>.makeStream()
         let batch = Batch(limit: max(1, maximumInFlight ?? 1000), outcomes: continuation)
         let driver = Task {
-            var intake = requests.makeAsyncIterator()
-            // The slot first, then the request: a request is read only when it can be taken.
-            while await batch.take(), let request = await intake.next(isolation: nil),
-                await submit(request, to: batch)
-            {}
-            batch.endIntake()
+            var feeder = BatchFeeder(manager: self, batch: batch)
+            await feeder.run(requests)
         }
         continuation.onTermination = { _ in
             driver.cancel()
@@ -56,7 +60,7 @@ extension DownloadManager {
     /// Hands one request of a batch to the machine, with a waiter that delivers its outcome.
     /// - Returns: whether the batch may go on: `false` once the manager shuts down (the request is answered with
     ///   `.cancelled`, and the rest of the sequence is not read).
-    private func submit(_ request: DownloadRequest, to batch: Batch) -> Bool {
+    func submit(_ request: DownloadRequest, to batch: Batch) -> Bool {
         let url = identify(request.url)
         let id = makeWaiterID()
         batch.started(id, url: url)

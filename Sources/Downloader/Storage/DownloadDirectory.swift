@@ -36,6 +36,7 @@ struct DownloadDirectory: Sendable {
         self.state = StateFolder(url: stateArea)
         partialArea = stateArea.appendingPathComponent("partial", isDirectory: true)
         partialPrefix = partialArea.path + "/"
+        completedPrefix = completedArea.path + "/"
     }
 
     /// Partial files and their saved state.
@@ -43,6 +44,11 @@ struct DownloadDirectory: Sendable {
     /// `partialArea.path` and a slash: paths built from it cost a third of `appendingPathComponent`, which shows when
     /// thousands of downloads are queued at once.
     private let partialPrefix: String
+    /// `completedArea.path` and a slash (see `partialPrefix`).
+    private let completedPrefix: String
+
+    /// The path of a name in the completed area, built without `URL` (a batch asks it of every request it reads).
+    func completedPath(of name: String) -> String { completedPrefix + name }
     /// The receipts journal.
     var journalFile: URL { stateArea.appendingPathComponent("journal") }
 
@@ -140,7 +146,8 @@ struct DownloadDirectory: Sendable {
             return defaultFilename(for: url)
         case .suggested:
             if let name = suggested.flatMap(FilenameSanitizer.sanitize) { return name }
-            let last = url.lastPathComponent.removingPercentEncoding ?? url.lastPathComponent
+            let component = url.lastPathComponent
+            let last = component.contains("%") ? component.removingPercentEncoding ?? component : component
             if last != "/", let name = FilenameSanitizer.sanitize(last) { return name }
             return defaultFilename(for: url)
         case .custom(let name):

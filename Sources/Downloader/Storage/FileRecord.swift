@@ -65,6 +65,15 @@ struct FileRecord: Codable, Sendable, Equatable {
         return recorded != Array(recordedText(url).utf8)
     }
 
+    /// Whether the file at `path` records `url` as its origin (`user.xdg.origin.url`): three system calls, nothing
+    /// decoded; `read(at:for:)` decides whether the file is really that download's.
+    static func recordsOrigin(atPath path: String, _ url: URL) -> Bool {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        guard fd >= 0 else { return false }
+        defer { _ = closeDescriptor(fd) }
+        return get(urlAttribute, from: fd) == Array(recordedText(url).utf8)
+    }
+
     private static func set(_ value: [UInt8], named name: String, on fd: Int32) {
         value.withUnsafeBytes { bytes in
             #if canImport(Darwin)

@@ -97,7 +97,8 @@ extension JournalEntry.Placement {
 }
 
 extension DownloadOptions {
-    fileprivate func write(to out: inout JSONText) {
+    /// The options as the journal writes them (`RequestSpill` parks requests with it too).
+    func write(to out: inout JSONText) {
         out.open()
         out.key("headers")
         out.open()
