@@ -50,7 +50,6 @@ extension DownloadManager {
                 journal?.append([.remove(url)])
                 persist(url)
             case .shutDownCompleted:
-                transfersEnded = true
                 let waiting = shutdownWaiters
                 shutdownWaiters = []
                 for continuation in waiting { continuation.resume() }

@@ -12,7 +12,7 @@ extension DownloadManager {
     /// stream finishes.
     public func shutdown() async {
         apply(machine.shutdown())
-        if !transfersEnded {
+        if !machine.hasShutDown {
             await withCheckedContinuation { shutdownWaiters.append($0) }
         }
         if shutdownTask == nil {

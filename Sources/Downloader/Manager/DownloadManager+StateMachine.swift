@@ -16,7 +16,9 @@ extension DownloadManager {
         typealias Generation = Int
         typealias WaiterID = Int
 
-        // The state below is changed only by this type's `mutating` methods (here and in its extensions).
+        // The state below is changed only by this type's `mutating` methods (here and in its extensions in
+        // DownloadManager+StateMachine+*.swift); it is internal only because Swift has no access level between a file
+        // and the module, and `.ci/layers` fails when any other file touches it.
 
         /// Whether the manager accepts work.
         enum Lifecycle {
@@ -34,6 +36,8 @@ extension DownloadManager {
 
         /// Whether `shutdown()` was called.
         var isShuttingDown: Bool { lifecycle != .running }
+        /// Whether `shutdown()` was called and every transfer has ended since (`.shutDownCompleted` was returned).
+        var hasShutDown: Bool { lifecycle == .shutDown }
 
         init(limit: Int, prioritization: DownloadPrioritization) {
             self.limit = max(1, limit)

@@ -104,8 +104,9 @@ public actor DownloadManager {
     /// Downloads whose record changed since the last save, and whether a save is scheduled (see `persist(_:)`).
     var unsavedURLs: Set<URL> = []
     var receiptsSaveScheduled = false
+    /// The shutdown: whether it began and whether its transfers ended is the machine's `lifecycle`; these are only
+    /// who waits for the transfers to end, and the one-time finishing work (the last save, the lock, the session).
     var shutdownWaiters: [CheckedContinuation<Void, Never>] = []
-    var transfersEnded = false
     var shutdownTask: Task<Void, Never>?
     /// The URL with its credentials, for the requests of downloads asked with a user or password (keyed by the URL
     /// without them, the download's identity). In memory only: credentials are never saved.
