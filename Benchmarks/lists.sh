@@ -18,18 +18,7 @@ FLOOR=$(swift build -c release --show-bin-path)/urlsession-many
 command -v aria2c > /dev/null || apt-get install -y -q aria2 > /dev/null
 
 make_workspace lists
-head -c 1024 /dev/urandom > "$WORK/docs/one.bin"
-chmod -R a+rX "$WORK/docs"
-NGINX_PORT=$(free_port)
-cat > "$WORK/nginx.conf" <<CONF
-daemon off; pid $WORK/nginx.pid; error_log $WORK/logs/error.log; user nobody nogroup; worker_processes 1;
-worker_rlimit_nofile 65536;
-events { worker_connections 4096; }
-http { access_log off; sendfile on; keepalive_requests 1000000;
-  server { listen 127.0.0.1:$NGINX_PORT; root $WORK/docs; location / { try_files /one.bin =404; } } }
-CONF
-nginx -c "$WORK/nginx.conf" &
-NGINX_PID=$!
+serve_one_file
 OUTS=$WORK
 if [ -z "${LISTS_ON_DISK:-}" ]; then
     mkdir -p "$WORK/mnt"

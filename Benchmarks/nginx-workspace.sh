@@ -1,5 +1,5 @@
-# Benchmarks/nginx-workspace.sh — sourced by ab.sh and wan.sh: a scratch folder WORK with WORK/docs served by nginx
-# on loopback (sendfile, no access log), a free port, and the median of a list of numbers.
+# Benchmarks/nginx-workspace.sh — sourced by ab.sh, wan.sh, lists.sh and restart.sh: a scratch folder WORK with
+# WORK/docs served by nginx on loopback (sendfile, no access log), a free port, and the median of a list of numbers.
 #
 #   source nginx-workspace.sh; make_workspace NAME; (fill $WORK/docs); serve_docs; … NGINX_PORT, NGINX_PID
 
@@ -27,6 +27,23 @@ serve_docs() {
 daemon off; pid $WORK/nginx.pid; error_log $WORK/logs/error.log; user nobody nogroup; worker_processes 1;
 events {}
 http { access_log off; sendfile on; server { listen 127.0.0.1:$NGINX_PORT; root $WORK/docs; } }
+CONF
+    nginx -c "$WORK/nginx.conf" &
+    NGINX_PID=$!
+}
+
+# Starts nginx serving one 1 KiB file (WORK/docs/one.bin) under every path, for lists of many small files: sets
+# NGINX_PORT and NGINX_PID. $1, if given, is an access log line for the http block (default: none).
+serve_one_file() {
+    head -c 1024 /dev/urandom > "$WORK/docs/one.bin"
+    chmod -R a+rX "$WORK/docs"
+    NGINX_PORT=$(free_port)
+    cat > "$WORK/nginx.conf" <<CONF
+daemon off; pid $WORK/nginx.pid; error_log $WORK/logs/error.log; user nobody nogroup; worker_processes 1;
+worker_rlimit_nofile 65536;
+events { worker_connections 4096; }
+http { ${1:-access_log off;} sendfile on; keepalive_requests 1000000;
+  server { listen 127.0.0.1:$NGINX_PORT; root $WORK/docs; location / { try_files /one.bin =404; } } }
 CONF
     nginx -c "$WORK/nginx.conf" &
     NGINX_PID=$!
