@@ -132,8 +132,7 @@ extension DownloadManager {
     /// A refusal (401, 403, 407) of a download whose credentials were not given again after a restart says so.
     private func credentialsHint(_ url: URL, _ error: DownloadError) -> DownloadError {
         guard let status = error.statusCode, [401, 403, 407].contains(status), let record = book[url],
-            record.needsCredentials, credentialedURLs[url] == nil,
-            !record.options.headers.keys.contains(where: { JournalEntry.secretHeaders.contains($0.lowercased()) })
+            record.needsCredentials, credentialedURLs[url] == nil, !record.options.carriesSecretHeader
         else { return error }
         return error.adding(
             "it was asked with credentials (a user and password, or an Authorization or Cookie header), which are "

@@ -26,11 +26,7 @@ extension DownloadManager {
             return apply(machine.request(url, expectation: nil, waiter: waiter, completedFileIsIntact: false))
         }
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
-        if credentialedURLs[url] != nil
-            || options.headers.keys.contains(where: { JournalEntry.secretHeaders.contains($0.lowercased()) })
-        {
-            book[url]?.needsCredentials = true
-        }
+        if credentialedURLs[url] != nil || options.carriesSecretHeader { book[url]?.needsCredentials = true }
         var expectation: Checksum?
         do throws(DownloadError) {
             if let openError { throw openError }

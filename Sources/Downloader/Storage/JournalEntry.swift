@@ -110,7 +110,6 @@ struct JournalEntry: Codable, Sendable, Equatable {
         keep(expectations)
     }
 
-    /// Stores the expected checksums a download keeps: its own as `options.checksum`, the others beside.
     /// Headers whose values are secrets: never written to disk.
     static let secretHeaders: Set<String> = ["authorization", "cookie", "proxy-authorization"]
 
@@ -124,7 +123,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
     /// Whether it holds something that must never reach the disk.
     var holdsSecrets: Bool {
         url.hasCredentials || (error?.url?.hasCredentials ?? false)
-            || options.headers.keys.contains { Self.secretHeaders.contains($0.lowercased()) }
+            || options.carriesSecretHeader
     }
 
     /// Drops what must never reach the disk: the URL's credentials and secret headers (noting that there were some),
@@ -147,5 +146,12 @@ struct JournalEntry: Codable, Sendable, Equatable {
         options.checksum = expectations.own
         options.expectedMD5 = nil
         otherExpectations = expectations.others.isEmpty ? nil : expectations.others
+    }
+}
+
+extension DownloadOptions {
+    /// Whether a header holds a secret (`JournalEntry.secretHeaders`, any case): such values never reach the disk.
+    var carriesSecretHeader: Bool {
+        headers.keys.contains { JournalEntry.secretHeaders.contains($0.lowercased()) }
     }
 }

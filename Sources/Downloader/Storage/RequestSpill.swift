@@ -50,8 +50,7 @@ final class RequestSpill {
     ///   a failed write): the caller keeps it.
     func park(_ request: DownloadRequest) -> Bool {
         guard !hasFailed, request.url.baseURL == nil, !request.url.hasCredentials,
-            !request.options.mirrors.contains(where: \.hasCredentials),
-            !request.options.headers.keys.contains(where: { JournalEntry.secretHeaders.contains($0.lowercased()) })
+            !request.options.mirrors.contains(where: \.hasCredentials), !request.options.carriesSecretHeader
         else { return false }
         var line = Array(request.url.absoluteString.utf8)
         guard !line.contains(UInt8(ascii: "\t")), !line.contains(UInt8(ascii: "\n")) else { return false }
