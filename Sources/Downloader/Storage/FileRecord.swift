@@ -58,20 +58,21 @@ struct FileRecord: Codable, Sendable, Equatable {
     /// delivered for another download, or by `wget --xattr` or `curl --xattr` from elsewhere. `false` when it records
     /// none (or cannot be read).
     static func recordsAnotherOrigin(at path: URL, than url: URL) -> Bool {
-        let fd = open(path.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { return false }
-        defer { _ = closeDescriptor(fd) }
-        guard let recorded = get(urlAttribute, from: fd) else { return false }
-        return recorded != Array(recordedText(url).utf8)
+        recordedOrigin(atPath: path.path).map { $0 != Array(recordedText(url).utf8) } ?? false
     }
 
     /// Whether the file at `path` records `url` as its origin (`user.xdg.origin.url`): three system calls, nothing
     /// decoded; `read(at:for:)` decides whether the file is really that download's.
     static func recordsOrigin(atPath path: String, _ url: URL) -> Bool {
+        recordedOrigin(atPath: path) == Array(recordedText(url).utf8)
+    }
+
+    /// The origin the file at `path` records, without following a link; `nil` when none (or it cannot be read).
+    private static func recordedOrigin(atPath path: String) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
-        guard fd >= 0 else { return false }
+        guard fd >= 0 else { return nil }
         defer { _ = closeDescriptor(fd) }
-        return get(urlAttribute, from: fd) == Array(recordedText(url).utf8)
+        return get(urlAttribute, from: fd)
     }
 
     private static func set(_ value: [UInt8], named name: String, on fd: Int32) {
