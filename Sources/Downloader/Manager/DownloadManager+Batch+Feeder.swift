@@ -77,10 +77,6 @@ extension DownloadManager {
     /// attributes name the URL): a local look, without reading the file; the transfer decides whether it is reused.
     nonisolated func hasDeliveredFile(_ request: DownloadRequest) -> Bool {
         let url = request.url.withoutCredentials
-        let target =
-            request.options.destination?.standardizedFileURL.path
-            ?? directory.completedPath(
-                of: DownloadDirectory.finalName(naming: request.options.naming, url: url, suggested: nil))
-        return FileRecord.recordsOrigin(atPath: target, url)
+        return FileRecord.recordsOrigin(atPath: directory.deliveredFilePath(of: url, options: request.options), url)
     }
 }

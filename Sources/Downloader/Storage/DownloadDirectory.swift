@@ -47,8 +47,12 @@ struct DownloadDirectory: Sendable {
     /// `completedArea.path` and a slash (see `partialPrefix`).
     private let completedPrefix: String
 
-    /// The path of a name in the completed area, built without `URL` (a batch asks it of every request it reads).
-    func completedPath(of name: String) -> String { completedPrefix + name }
+    /// Where a download's verified file goes when its name is known before any response (`destination`, else the
+    /// name the URL gives in the completed area), built without `URL`: a batch asks it of every request it reads.
+    func deliveredFilePath(of url: URL, options: DownloadOptions) -> String {
+        options.destination?.standardizedFileURL.path
+            ?? completedPrefix + Self.finalName(naming: options.naming, url: url, suggested: nil)
+    }
     /// The receipts journal.
     var journalFile: URL { stateArea.appendingPathComponent("journal") }
 

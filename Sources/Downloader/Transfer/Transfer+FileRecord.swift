@@ -20,10 +20,7 @@ extension Transfer {
     /// or, if it was touched, the same digest when hashed again (locally). A file changed since is the user's now:
     /// never reused, never replaced.
     func deliveredFile() -> DeliveredFile? {
-        let target =
-            options.destination?.standardizedFileURL
-            ?? directory.completedArea.appendingPathComponent(
-                DownloadDirectory.finalName(naming: options.naming, url: url, suggested: nil))
+        let target = URL(fileURLWithPath: directory.deliveredFilePath(of: url, options: options), isDirectory: false)
         guard directory.claims.owner(of: target).map({ $0 == url }) ?? true,
             let (record, identity) = FileRecord.read(at: target, for: url), identity.size == record.length
         else { return nil }
