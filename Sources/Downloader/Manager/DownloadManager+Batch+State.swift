@@ -26,25 +26,23 @@ extension DownloadManager {
         /// - Returns: `false` once the batch is closed (its consumer left).
         func take() async -> Bool {
             // A free slot is taken without suspending (most of the time, while a long list is read).
-            let taken: Bool? = state.withLock { state in
-                if state.isClosed { return false }
-                guard state.available > 0 else { return nil }
-                state.available -= 1
-                return true
-            }
-            if let taken { return taken }
+            if let answer = state.withLock({ Self.takeIfFree(&$0) }) { return answer }
             return await withCheckedContinuation { continuation in
                 let answer: Bool? = state.withLock { state in
-                    if state.isClosed { return false }
-                    guard state.available > 0 else {
-                        state.taker = continuation  // one taker: the batch's driver
-                        return nil
-                    }
-                    state.available -= 1
-                    return true
+                    let answer = Self.takeIfFree(&state)
+                    if answer == nil { state.taker = continuation }  // one taker: the batch's driver
+                    return answer
                 }
                 if let answer { continuation.resume(returning: answer) }
             }
+        }
+
+        /// Takes a free slot: `true`; `false` when the batch is closed; `nil` when none is free.
+        private static func takeIfFree(_ state: inout State) -> Bool? {
+            if state.isClosed { return false }
+            guard state.available > 0 else { return nil }
+            state.available -= 1
+            return true
         }
 
         /// Gives a slot back (the consumer took an outcome).
