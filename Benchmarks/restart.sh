@@ -3,7 +3,8 @@
 # 1 KiB (loopback nginx, one file under every path, files on a tmpfs), killed with SIGKILL once FRACTION (default
 # 0.5) of the list has been answered, then the same command again. Prints: files delivered before the kill, the
 # state folder then (journal size and lines), `dl --list` on it (time, peak RSS), the rerun's wall time and peak RSS,
-# the seconds from the rerun's start to its first GET, and nginx's count of the rerun's GETs and HEADs of files the
+# the seconds from the rerun's start to its first GET (and the line of that file: the rerun reads the list from where
+# the first run's reading stopped, then its beginning), and nginx's count of the rerun's GETs and HEADs of files the
 # first run delivered (the extended-attribute rule allows one HEAD each and no GET). DL=PATH picks the binary.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -40,7 +41,7 @@ sleep 1.5  # nginx's log buffer
 find "$OUT" -maxdepth 1 -name '*.bin' -printf '/f/%f\n' | sort > "$WORK/delivered.txt"
 first_lines=$(wc -l < "$LOG")
 echo "killed after $first_lines requests; delivered: $(wc -l < "$WORK/delivered.txt") files"
-echo "state folder: journal $(stat -c %s "$OUT/.dl/journal" 2> /dev/null || echo 0) bytes, $(wc -l < "$OUT/.dl/journal" 2> /dev/null || echo 0) lines; partial files: $(ls "$OUT/.dl/partial" 2> /dev/null | wc -l)"
+echo "state folder: journal $(stat -c %s "$OUT/.dl/journal" 2> /dev/null || echo 0) bytes, $(wc -l < "$OUT/.dl/journal" 2> /dev/null || echo 0) lines; partial files: $(ls "$OUT/.dl/partial" 2> /dev/null | wc -l); list position: line $(awk '{ print $8 + 1 }' "$OUT/.dl/list-position" 2> /dev/null || echo none)"
 /usr/bin/time -f "%e %M" -o "$WORK/list.time" "$DL" --list --dir "$OUT" > "$WORK/list.out" 2>&1 || true
 read -r wall kb < "$WORK/list.time"
 echo "dl --list: $wall s, $((kb / 1024)) MB, $(wc -l < "$WORK/list.out") lines"
@@ -53,7 +54,8 @@ read -r wall kb user sys < "$WORK/rerun.time"
 sleep 1.5
 tail -n +"$((first_lines + 1))" "$LOG" > "$WORK/rerun.log"
 first_get=$(awk '$2 == "GET" { print $1; exit }' "$WORK/rerun.log")
-echo "rerun: $wall s, $((kb / 1024)) MB peak RSS, CPU $(echo "$user + $sys" | bc) s; first GET $(echo "$first_get - $start" | bc) s after the start"
+first_path=$(awk '$2 == "GET" { print $3; exit }' "$WORK/rerun.log")
+echo "rerun: $wall s, $((kb / 1024)) MB peak RSS, CPU $(echo "$user + $sys" | bc) s; first GET $(echo "$first_get - $start" | bc) s after the start ($first_path)"
 awk 'NR == FNR { delivered[$1] = 1; next } { if ($3 in delivered) n[$2]++; else m[$2]++ }
     END { printf "rerun requests for delivered files: %d GET, %d HEAD; for the rest: %d GET, %d HEAD\n", n["GET"], n["HEAD"], m["GET"], m["HEAD"] }' \
     "$WORK/delivered.txt" "$WORK/rerun.log"

@@ -24,7 +24,9 @@ extension Arguments {
                                      header=Name: value. Read as the downloads go (a list of millions, or
                                      generate-urls | dl -i -, costs the memory of a few thousand); a URL listed
                                      twice is fetched once and its file checked again with a HEAD; a bad line
-                                     stops the reading (the downloads taken finish) and exits 2 naming it
+                                     stops the reading (the downloads taken finish) and exits 2 naming it.
+                                     After a kill or a signal, the same command reads FILE from where it
+                                     stopped, then its beginning (unless FILE changed)
 
         Download:
           -P, -d, --dir DIR          where files and download state live (default: the current directory);
@@ -105,6 +107,7 @@ extension Arguments {
                                      update-ca-trust); SSL_CERT_FILE and CURL_CA_BUNDLE are not read
           DL_FIRST_REQUEST_CUT=0     a fresh download's first request asks for 16 KiB and the rest follows, instead
                                      of a whole window cut short when slow (for servers that pause mid-body)
+          DL_IN_FLIGHT=N             how many of -i's URLs may be read and not yet done (default 1000)
 
         Errors that a retry cannot change (an unknown host, an untrusted certificate, 404 and other 4xx but 408
         and 429) fail at once; connection faults, stalls, 5xx, 408 and 429 are retried (--retries).

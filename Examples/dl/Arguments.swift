@@ -264,6 +264,16 @@ struct Arguments {
         return result
     }
 
+    /// The folder the files go to: `--dir`, or without it `-O`'s folder (wget's `-O` leaves nothing elsewhere).
+    var downloadDirectory: URL {
+        var folder = directory
+        if let output, !directoryGiven { folder = URL(fileURLWithPath: output).deletingLastPathComponent().path }
+        return URL(fileURLWithPath: folder, isDirectory: true).standardizedFileURL
+    }
+
+    /// The state folder inside it, `.dl`.
+    var stateDirectory: URL { downloadDirectory.appendingPathComponent(".dl", isDirectory: true) }
+
     /// The command line's URLs, each once; then the input file's first entries: a file of one URL joins them (so that
     /// `-o` and `--checksum` apply to it), a longer one is read as the downloads go (`input`).
     private mutating func collectRequests(_ texts: [String]) throws(UsageError) {
@@ -272,6 +282,7 @@ struct Arguments {
             let parsed = try Self.url(text, at: "")
             if seen.insert(parsed).inserted { requests.append(Request(url: parsed)) }
         }
+        input?.keepPosition(in: stateDirectory)
         if let input, case (let entry, let more) = try input.first(), !more {
             if let entry {
                 let request = try Self.request(for: entry)

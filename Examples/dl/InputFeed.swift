@@ -14,16 +14,26 @@ import Foundation
 ///
 /// The command line reads the first entries at once (`peek`) for the rules that need to know whether there is one
 /// URL (`-o`, `--checksum`); the rest is read when the batch asks. A line that cannot be read ends the intake: the
-/// downloads already taken finish, then `dl` names the line and exits 2.
+/// downloads already taken finish, then `dl` names the line and exits 2. A named file is read from where the last
+/// run with it stopped (`keepPosition(in:)`, `ListPosition`), then from its first line up to there.
 final class InputFeed: @unchecked Sendable {
     // Used by one thread at a time: the command line's parse, then the feed's thread (`requests(_:)`).
     private let fd: Int32
     private let path: String
     private var buffer: [UInt8] = []
     private var start = 0
+    /// Where `buffer[0]` lies in the file.
+    private var bufferOffset: Int64 = 0
+    /// Where this part of the reading ends: the file's end, or the saved position when the part before it is read.
+    private var end: Int64?
     private var atEnd = false
     private var parser = InputFile.Parser()
     private var peeked: [InputFile.Entry] = []
+    /// The state folder the position is kept in, and the list's identity (a regular file named by `-i`).
+    private var positionFolder: URL?
+    private var identity: [Int64]?
+    /// The saved position this run started reading at, until the end of the file: then the part before it is read.
+    private var wrapAt: ListPosition?
     /// Why the list stopped being read, when a line was bad.
     let failure = Locked<UsageError?>(nil)
 
@@ -48,7 +58,38 @@ final class InputFeed: @unchecked Sendable {
     /// - Throws: `UsageError` naming a bad line among those read.
     func first() throws(UsageError) -> (entry: InputFile.Entry?, more: Bool) {
         if peeked.isEmpty, let entry = try readEntry() { peeked.append(entry) }
+        if peeked.count == 1, !parser.hasPending, wrapAt != nil, let next = try readEntry() {
+            peeked.append(next)  // the part after the saved position held one entry: is there one before it?
+        }
         return (peeked.first, peeked.count > 1 || parser.hasPending)
+    }
+
+    /// Starts reading where the last run with this list saved its position (`ListPosition`), and keeps the position
+    /// up to date as the list is read. Call before anything is read; a pipe, a list that changed or no saved
+    /// position reads from the first line.
+    /// - Parameter folder: the state folder of the run's directory.
+    func keepPosition(in folder: URL) {
+        guard fd != STDIN_FILENO, buffer.isEmpty, bufferOffset == 0, peeked.isEmpty else { return }
+        identity = ListPosition.identity(of: fd)
+        guard identity != nil else { return }
+        positionFolder = folder
+        guard let saved = ListPosition.saved(in: folder, for: fd), lseek(fd, off_t(saved.offset), SEEK_SET) >= 0 else {
+            return
+        }
+        bufferOffset = saved.offset
+        parser = InputFile.Parser(linesBefore: saved.line)
+        wrapAt = saved
+    }
+
+    /// Removes the saved position: the run ended without a signal, so the next one starts at the first line.
+    func forgetPosition() {
+        if let positionFolder { ListPosition.forget(in: positionFolder) }
+    }
+
+    /// Saves the position of an entry not read yet: a rerun starts reading there.
+    private func savePosition(before entry: InputFile.Entry) {
+        guard let positionFolder, let identity else { return }
+        ListPosition(identity: identity, offset: entry.offset, line: entry.line - 1).save(in: positionFolder)
     }
 
     /// The list's requests as an asynchronous sequence, read on a thread of its own at most `readAhead` (+ 15) ahead.
@@ -68,9 +109,22 @@ final class InputFeed: @unchecked Sendable {
         let thread = Thread { [self] in
             defer { continuation.finish() }
             do throws(UsageError) {
+                var unsaved = 0
+                var saved: DispatchTime?
                 while let entry = try nextEntry() {
                     guard let made = try request(entry) else { continue }
-                    space.wait()
+                    unsaved += 1
+                    if space.wait(timeout: .now()) == .timedOut {
+                        // The look-ahead is full: the moment to note how far the list is read (at most once a second).
+                        if saved.map({ DispatchTime.now() > $0 + 1 }) ?? true {
+                            savePosition(before: entry)
+                            (saved, unsaved) = (.now(), 0)
+                        }
+                        space.wait()
+                    } else if unsaved >= 4096 {
+                        savePosition(before: entry)
+                        (saved, unsaved) = (.now(), 0)
+                    }
                     if stop.withLock({ $0 }) { return }
                     continuation.yield(made)
                 }
@@ -117,37 +171,50 @@ final class InputFeed: @unchecked Sendable {
 
     /// The next entry of the file.
     private func readEntry() throws(UsageError) -> InputFile.Entry? {
-        while let line = try nextLine() {
-            if let entry = try parser.take(line) { return entry }
+        while true {
+            while let (line, offset) = try nextLine() {
+                if let entry = try parser.take(line, at: offset) { return entry }
+            }
+            if let last = parser.finish() { return last }
+            guard let wrap = wrapAt else { return nil }
+            // The end of a list read from a saved position: now the part before it.
+            wrapAt = nil
+            guard lseek(fd, 0, SEEK_SET) == 0 else { throw readError() }
+            (buffer, start, bufferOffset, end, atEnd) = ([], 0, 0, wrap.offset, false)
+            parser = InputFile.Parser()
         }
-        return parser.finish()
     }
 
-    /// The next line without its newline, `nil` at the end.
-    private func nextLine() throws(UsageError) -> Substring? {
+    /// The next line without its newline and where it starts, `nil` at the end.
+    private func nextLine() throws(UsageError) -> (Substring, Int64)? {
         while true {
+            let offset = bufferOffset + Int64(start)
             if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
                 defer { start = newline + 1 }
-                return Substring(String(decoding: buffer[start..<newline], as: UTF8.self))
+                return (Substring(String(decoding: buffer[start..<newline], as: UTF8.self)), offset)
             }
             if atEnd {
                 guard start < buffer.count else { return nil }
                 defer { start = buffer.count }
-                return Substring(String(decoding: buffer[start...], as: UTF8.self))
+                return (Substring(String(decoding: buffer[start...], as: UTF8.self)), offset)
             }
+            bufferOffset += Int64(start)
             buffer.removeFirst(start)
             start = 0
             var chunk = [UInt8](repeating: 0, count: 1 << 16)
-            let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let wanted = end.map { min(chunk.count, Int($0 - bufferOffset) - buffer.count) } ?? chunk.count
+            let count = wanted <= 0 ? 0 : chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, wanted) }
             if count < 0 && errno == EINTR { continue }
-            if count < 0 {
-                throw UsageError(message: "input file \(path): \(String(cString: strerror(errno)))")
-            }
+            if count < 0 { throw readError() }
             if count == 0 {
                 atEnd = true
             } else {
                 buffer.append(contentsOf: chunk[..<count])
             }
         }
+    }
+
+    private func readError() -> UsageError {
+        UsageError(message: "input file \(path): \(String(cString: strerror(errno)))")
     }
 }

@@ -11,6 +11,8 @@ enum InputFile {
     /// One URL and its own options.
     struct Entry: Sendable {
         var text: String
+        /// Where its URL line starts in the file (bytes).
+        var offset: Int64 = 0
         /// The other URLs of the same file, as given after tabs.
         var mirrors: [String] = []
         var line: Int
@@ -25,19 +27,29 @@ enum InputFile {
     /// Turns lines into entries, one line at a time.
     struct Parser {
         private var pending: Entry?
-        private var number = 0
+        private var number: Int
+
+        /// A parser whose first line is line `linesBefore + 1` of the file.
+        init(linesBefore: Int = 0) {
+            number = linesBefore
+        }
 
         /// Takes the next line (without its newline).
+        /// - Parameters:
+        ///   - rawLine: the line.
+        ///   - offset: where it starts in the file.
         /// - Returns: the entry the line completes (the previous URL's, when the line starts a new one).
         /// - Throws: `UsageError` naming the line when it cannot be read.
-        mutating func take(_ rawLine: Substring) throws(UsageError) -> Entry? {
+        mutating func take(_ rawLine: Substring, at offset: Int64 = 0) throws(UsageError) -> Entry? {
             number += 1
             let line = rawLine.hasSuffix("\r") ? rawLine.dropLast() : rawLine
             let trimmed = String(line.trimmingBlanks())
             if trimmed.isEmpty || trimmed.hasPrefix("#") { return nil }
             guard line.first == " " || line.first == "\t" else {
                 let fields = trimmed.split(separator: "\t").map { String($0.trimmingBlanks()) }.filter { !$0.isEmpty }
-                defer { pending = Entry(text: fields[0], mirrors: Array(fields.dropFirst()), line: number) }
+                defer {
+                    pending = Entry(text: fields[0], offset: offset, mirrors: Array(fields.dropFirst()), line: number)
+                }
                 return pending
             }
             guard pending != nil else {

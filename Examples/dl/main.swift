@@ -72,14 +72,10 @@ func downloadOptions(_ request: Arguments.Request, _ arguments: Arguments, in di
 /// Runs `dl` with parsed arguments.
 /// - Returns: the exit status (0 all verified, 1 any failed).
 func runDownloads(_ arguments: Arguments) async -> Int32 {
-    var folder = arguments.directory
-    if let output = arguments.output, !arguments.directoryGiven {
-        folder = URL(fileURLWithPath: output).deletingLastPathComponent().path  // wget -O leaves nothing elsewhere
-    }
-    let directory = URL(fileURLWithPath: folder, isDirectory: true).standardizedFileURL
+    let directory = arguments.downloadDirectory
     var configuration = DownloadManager.Configuration(directory: directory)
     configuration.completedDirectory = directory  // finished files land in DIR itself, like wget
-    let state = directory.appendingPathComponent(".dl", isDirectory: true)
+    let state = arguments.stateDirectory
     configuration.stateDirectory = state
     configuration.removesStateWhenFinished = true  // a run that leaves nothing unfinished leaves only the files
     configuration.maximumActiveDownloads = arguments.maximumActive
@@ -198,7 +194,8 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     let requests = ListedRequests(first: commandLine, then: listed) { count, ended in
         renderer.listed(count, ended: ended)
     }
-    for await outcome in manager.download(requests) {
+    let inFlight = ProcessInfo.processInfo.environment["DL_IN_FLIGHT"].flatMap { Int($0) }.map { max(1, $0) }
+    for await outcome in manager.download(requests, maximumInFlight: inFlight) {
         let url = outcome.request.url
         switch outcome.result {
         case .success(let receipt):
@@ -213,6 +210,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         }
     }
     if signals.isStopping { await signals.waitForever() }
+    arguments.input?.forgetPosition()  // only a signal or a kill leaves the list's position for the next run
     await hook?.finish()
     await manager.shutdown()
     saveCookies()

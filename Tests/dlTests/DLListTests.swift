@@ -119,6 +119,61 @@ final class DLListTests: Sendable, DLFileChecks {
         }
     }
 
+    @Test("kill -9 far into a list: the rerun first asks for what was being read, then reads the list's start")
+    func rerunStartsWhereTheReadingStopped() async throws {
+        let arguments = try await killFarIntoList("p")
+        let before = server.requests.count
+        let again = try await DLProcess.run(arguments, in: work)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.lines.count == 150)
+        let rerun = Array(server.requests.dropFirst(before))
+        let firstIndex = rerun.first.flatMap { Int($0.path.dropFirst("/bytes/p".count)) } ?? 0
+        #expect(firstIndex >= 40, "the rerun began with \(rerun.first?.method ?? "") \(rerun.first?.path ?? "nothing")")
+        #expect(!rerun.contains { $0.method == "GET" && (Int($0.path.dropFirst("/bytes/p".count)) ?? 99) < 20 })
+        for index in 0..<150 {
+            #expect(try md5(dir.appendingPathComponent("p\(index)")) == content("p\(index)", 5000))
+        }
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent(".dl").path), "nothing left")
+    }
+
+    @Test("A list changed since the kill (a line added) is read from its first line again")
+    func changedListStartsAtTheTop() async throws {
+        let arguments = try await killFarIntoList("q")
+        let list = work.appendingPathComponent("list.txt")
+        let text = try String(contentsOf: list, encoding: .utf8) + server.url("/bytes/q150?size=5000").absoluteString
+        try text.write(to: list, atomically: false, encoding: .utf8)
+        let before = server.requests.count
+        let again = try await DLProcess.run(arguments, in: work)
+        #expect(again.status == 0, "\(again.stderr)")
+        #expect(again.lines.count == 151)
+        // From the first line: the first file not delivered (q20, whose partial file is there) before the later ones.
+        let first = server.requests.dropFirst(before).first
+        let firstIndex = first.flatMap { Int($0.path.dropFirst("/bytes/q".count)) } ?? 99
+        #expect(firstIndex < 24, "the rerun began with \(first?.path ?? "nothing")")
+    }
+
+    /// Runs `dl -i list.txt` over 150 entries named `prefix` + index, each with an option line, until the first 20
+    /// are done and the reading — the others wait at a gate, so its look-ahead fills — has saved where it stopped
+    /// (about 100 entries in); then kills it with SIGKILL and opens the gate.
+    /// - Returns: the command's arguments.
+    private func killFarIntoList(_ prefix: String) async throws -> [String] {
+        let list = (0..<150).map { index in
+            server.url("/bytes/\(prefix)\(index)?size=5000" + (index < 20 ? "" : "&gate=\(prefix)&gateSize=1000"))
+                .absoluteString + "\n  out=\(prefix)\(index)\n"
+        }
+        try list.joined().write(to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let arguments = ["--dir", dir.path, "-q", "-j", "4", "-i", "list.txt"]
+        // At most 8 read and not done: the reading then waits (and saves its position) as a long list's would.
+        let first = try DLProcess(arguments, in: work, environment: ["DL_IN_FLIGHT": "8"])
+        #expect(await first.waitForStdout(lines: 20, timeout: .seconds(60)))
+        let position = dir.appendingPathComponent(".dl/list-position").path
+        #expect(await DLProcess.waitUntil { FileManager.default.fileExists(atPath: position) })
+        first.send(SIGKILL)
+        #expect(await first.wait().status == 137)
+        server.openGate(prefix)
+        return arguments
+    }
+
     @Test("A host that serves two at once: every file, no retry spent; --max-connections-per-host 2 never asks a third")
     func connectionsPerHost() async throws {
         // nginx `limit_conn 2`: a third request at once is refused with 503; accepted ones are held until one is.

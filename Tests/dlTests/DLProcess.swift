@@ -86,6 +86,16 @@ final class DLProcess: @unchecked Sendable {
         return String(decoding: process.output.stdout, as: UTF8.self).contains(text)
     }
 
+    /// Waits until `condition` holds (something the process does, such as a file it writes), or the deadline passed.
+    static func waitUntil(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return condition()
+    }
+
     /// Waits until the process has printed `count` lines to stdout, or the deadline passed (then `false`).
     func waitForStdout(lines count: Int, timeout: Duration = .seconds(60)) async -> Bool {
         let deadline = ContinuousClock.now + timeout
