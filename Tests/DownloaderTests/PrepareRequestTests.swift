@@ -52,7 +52,10 @@ final class PrepareRequestTests: Sendable {
         let receipt = try await manager.download(url)
         #expect(receipt.md5 == TestContent(name: "tokens", size: 300_000).md5.hexString)
         var seen = requests("tokens")
-        #expect(seen.count >= 6, "windows and a retry: \(seen.count)")
+        // Windows grow when the disk keeps up (WindowSizing), so their count depends on the machine's pace; what does
+        // not: a window before the drop, the one it cut, and a retry from where it cut (not a window's edge).
+        #expect(seen.count >= 3, "windows and a retry: \(seen.map(\.range))")
+        #expect(seen.contains { ($0.rangeStart ?? 0) % (64 << 10) != 0 }, "a retry: \(seen.map(\.range))")
         #expect(seen.count == calls.withLock { $0 }, "one call per request")
         #expect(Set(seen.compactMap { $0.value(forHeader: "X-Token") }).count == seen.count, "a fresh token each")
         await manager.shutdown()
