@@ -36,7 +36,8 @@ final class LoginTests: Sendable {
         #expect(requests.dropFirst().allSatisfy { $0.value(forHeader: "Authorization") == Self.basic })
         let unauthorised = requests.filter { $0.value(forHeader: "Authorization") == nil }
         #expect(unauthorised.count == 1, "one challenge, then preemptive: \(requests.map(\.headers))")
-        #expect(requests.count > 3, "several windows")
+        // The challenge, then at least two windows (how many more depends on how fast the disk keeps up: windows grow).
+        #expect(requests.count >= 3, "several windows: \(requests.map(\.range))")
         // Never written to disk: the state folder and the completed area hold neither the password nor the header.
         var onDisk = ""
         for path in FileManager.default.enumerator(atPath: workspace.directory.path)?.allObjects as? [String] ?? [] {

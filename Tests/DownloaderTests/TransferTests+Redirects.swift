@@ -18,7 +18,8 @@ extension TransferTests {
         #expect(try md5OfFile(result.fileURL) == TestContent(name: "cdn", size: size).md5)
         #expect(requests("/signed/bytes/cdn").count == 1, "the URL itself once")
         let windows = requests("/bytes/cdn")
-        #expect(windows.count >= 4 && windows.allSatisfy { $0.target.hasSuffix("sig=0") })
+        // At least two (more when the disk falls behind: windows grow only while it keeps up).
+        #expect(windows.count >= 2 && windows.allSatisfy { $0.target.hasSuffix("sig=0") })
     }
 
     @Test("A target that refuses (an expired signature: 403) sends the next window back to the URL itself")

@@ -19,13 +19,12 @@ final class DLListChaosTests: Sendable, DLFileChecks {
 
     @Test("Kills at random during a list: every file right at the end, none fetched after it was delivered, each once")
     func seededKills() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let seed = environment["DL_LIST_CHAOS_SEED"].flatMap { UInt64($0) } ?? 34
-        let trials = environment["DL_LIST_CHAOS_TRIALS"].flatMap { Int($0) } ?? 3
-        print("list chaos: seed \(seed), \(trials) trials (DL_LIST_CHAOS_SEED, DL_LIST_CHAOS_TRIALS replay it)")
-        var random = SeededGenerator(seed: seed)
+        let trials = SeededTrials(
+            "list chaos", variables: ("DL_LIST_CHAOS_SEED", "DL_LIST_CHAOS_TRIALS"), seed: 34, count: 3)
+        let seed = trials.seed
+        var random = trials.generator
         var (runs, positioned) = (0, 0)
-        for trial in 0..<trials {
+        for trial in 0..<trials.count {
             let (problems, started) = try await run(trial: "\(seed)-\(trial)", using: &random)
             #expect(problems.isEmpty, "seed \(seed) trial \(trial): \(problems.joined(separator: "; "))")
             runs += started.count

@@ -19,15 +19,14 @@ struct ListPositionTests {
 
     @Test("From a saved position: every entry once, the part from it first, each with its own line number and options")
     func readsEveryEntryOnce() async throws {
-        let environment = ProcessInfo.processInfo.environment
-        let seed = environment["DL_POSITION_SEED"].flatMap { UInt64($0) } ?? 3401
-        let trials = environment["DL_POSITION_TRIALS"].flatMap { Int($0) } ?? 60
-        print("ListPositionTests seed \(seed), \(trials) trials (DL_POSITION_SEED, DL_POSITION_TRIALS replay it)")
-        var random = SeededGenerator(seed: seed)
+        let trials = SeededTrials(
+            "list position", variables: ("DL_POSITION_SEED", "DL_POSITION_TRIALS"), seed: 3401, count: 60)
+        let seed = trials.seed
+        var random = trials.generator
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("dl-position-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        for trial in 0..<trials {
+        for trial in 0..<trials.count {
             let (text, entries) = Self.list(entryCount: Int.random(in: 2...40, using: &random), using: &random)
             let list = folder.appendingPathComponent("list-\(trial).txt")
             try Data(text.utf8).write(to: list)
