@@ -122,15 +122,12 @@ func pseudoRandomBytes(count: Int, seed: UInt64) -> [UInt8] {
 
 /// The hex digest a system tool (`md5sum`, `sha256sum`, …) prints for a file.
 func systemDigest(_ tool: String, of file: URL) throws -> String? {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = [file.path]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try process.run()
-    let output = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: output, as: UTF8.self).split(separator: " ").first.map(String.init)
+    // SpawnedProcess, not Foundation's Process: its run() crashes now and then on Swift 6.3 (see SpawnedProcess).
+    let process = try SpawnedProcess(
+        executable: URL(fileURLWithPath: tool), arguments: [file.path],
+        environment: ProcessInfo.processInfo.environment, directory: file.deletingLastPathComponent())
+    _ = process.waitUntilExit()
+    return String(decoding: process.output.stdout, as: UTF8.self).split(separator: " ").first.map(String.init)
 }
 
 extension TransferResult {
@@ -198,13 +195,10 @@ final class SmallDisk: Sendable {
 
     @discardableResult
     static func run(_ tool: String, _ arguments: String...) -> Int32 {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return -1 }
-        process.waitUntilExit()
-        return process.terminationStatus
+        // SpawnedProcess, not Foundation's Process: its run() crashed CI here once (SIGSEGV in its /proc/self/fd scan).
+        let process = try? SpawnedProcess(
+            executable: URL(fileURLWithPath: tool), arguments: arguments,
+            environment: ProcessInfo.processInfo.environment, directory: URL(fileURLWithPath: "/"))
+        return process?.waitUntilExit() ?? -1
     }
 }
