@@ -23,14 +23,14 @@ final class SignalHandler: @unchecked Sendable {
     private let onStop: @Sendable () -> Void
 
     init(
-        manager: DownloadManager, renderer: ProgressRenderer, directory: URL,
+        manager: DownloadManager, renderer: ProgressRenderer, directory: URL, state: URL,
         onStop: @escaping @Sendable () -> Void = {}
     ) {
         self.manager = manager
         self.onStop = onStop
         self.renderer = renderer
         self.directory = directory
-        stateDirectory = directory.appendingPathComponent(".dl", isDirectory: true)
+        stateDirectory = state
     }
 
     /// Whether a signal has started the clean stop.

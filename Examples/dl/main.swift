@@ -155,7 +155,8 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         mode: arguments.quiet ? .quiet : (isatty(STDERR_FILENO) == 1 ? .terminal : .plain))
     // Ctrl-C, SIGTERM and SIGHUP: suspend everything, save the state, then exit 130 / 143 / 129. A second signal exits
     // at once.
-    let signals = SignalHandler(manager: manager, renderer: renderer, directory: directory, onStop: saveCookies)
+    let signals = SignalHandler(
+        manager: manager, renderer: renderer, directory: directory, state: state, onStop: saveCookies)
     signals.install()
     renderer.redrawOnResize()
 
