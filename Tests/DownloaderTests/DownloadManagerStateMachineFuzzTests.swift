@@ -32,6 +32,8 @@ struct DownloadManagerStateMachineFuzzTests {
         var verifications: [(key: Int, expectation: Checksum)] = []
         var published: [Int: DownloadState] = [:]
         var shutDownReports = 0
+        /// Completed files released (forgotten, or gone and fetched again).
+        var released = 0
         /// Requests refused because their expectation contradicted the download's own.
         var refusals = 0
         /// How often each kind of action was seen: the run must have exercised every path it claims to check.
@@ -97,9 +99,12 @@ struct DownloadManagerStateMachineFuzzTests {
                 #expect(generation == produced, "completed a file nobody produced: \(context)")
                 producedSettled = true
                 model.files[key] = 1
-            case .discardFiles(let key, let generation, let includingCompleted):
+            case .discardFiles(let key, let generation):
                 if let generation, generation == produced { producedSettled = true }
-                if includingCompleted { model.files[key] = 0 }
+                model.files[key] = 0
+            case .releaseCompletedFile(let key):
+                model.files[key] = 0
+                model.released += 1
             case .verify(let key, let expectation):
                 model.verifications.append((key, expectation))
             case .forget(let key):
@@ -126,12 +131,14 @@ struct DownloadManagerStateMachineFuzzTests {
         var seen: [String: Int] = [:]
         // Pure value code has no data races to find: under ThreadSanitizer a tenth of the seeds keeps the
         // cooperative threads free for the tests that do (the invariants are still checked, each kind still seen).
-        for seed in 0..<(runsUnderSanitizer ? 12 : 60) {
+        // DOWNLOADER_MACHINE_SEEDS=N runs N seeds by hand.
+        let seeds = ProcessInfo.processInfo.environment["DOWNLOADER_MACHINE_SEEDS"].flatMap(Int.init)
+        for seed in 0..<(seeds ?? (runsUnderSanitizer ? 12 : 60)) {
             seen.merge(await run(seed: UInt64(seed), prioritization: prioritization, events: 2_000)) { $0 + $1 }
         }
         for kind in [
             "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
-            "mismatch", "warn", "conflict",
+            "mismatch", "warn", "conflict", "releaseCompletedFile",
         ] {
             #expect(
                 seen[kind, default: 0] >= (runsUnderSanitizer ? 10 : 50),
@@ -218,7 +225,6 @@ struct DownloadManagerStateMachineFuzzTests {
                 } else {
                     // forget: the completed file stays on disk but is no longer the download's.
                     context = "seed \(seed) step \(step): forget \(key)"
-                    if machine.entries[key].map({ !$0.isRemoved }) ?? false { model.files[key] = 0 }
                     actions = machine.remove(key, keepingCompletedFile: true)
                 }
             case 55..<60:
@@ -289,6 +295,7 @@ struct DownloadManagerStateMachineFuzzTests {
         case .fail: "fail"
         case .verify: "verify"
         case .discardFiles: "discardFiles"
+        case .releaseCompletedFile: "releaseCompletedFile"
         case .forget: "forget"
         case .shutDownCompleted: "shutDownCompleted"
         case .warn: "warn"

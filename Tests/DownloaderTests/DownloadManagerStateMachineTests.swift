@@ -113,7 +113,7 @@ struct DownloadManagerStateMachineTests {
         let failure = DownloadError.checksumMismatch
         let ended = machine.transferEnded("a", generation: generation, .failed(failure))
         #expect(ended == [.publish("a", .completed), .warn("a", .error(failure)), .fail([2], "a", .error(failure))])
-        #expect(machine.hasCompletedFile("a"))
+        #expect(machine.state(of: "a") == .completed, "the old file stays the download's: nothing released it")
     }
 
     @Test("A completed download whose file is gone starts afresh")
@@ -121,7 +121,7 @@ struct DownloadManagerStateMachineTests {
         var machine = Machine(limit: 4, prioritization: .fifo)
         machine.restore("a", state: .completed, checksum: Self.md5A)
         let actions = machine.request("a", expectation: nil, waiter: 1, completedFileIsIntact: false)
-        #expect(starts(actions) == [1] && !machine.hasCompletedFile("a"))
+        #expect(starts(actions) == [1] && actions.first == .releaseCompletedFile("a"))
     }
 
     @Test("Suspend and resume while the transfer stops: the same slot continues, never a second transfer beside it")
@@ -181,8 +181,23 @@ struct DownloadManagerStateMachineTests {
         let again = machine.request("a", expectation: nil, waiter: 2, completedFileIsIntact: false)
         #expect(again == [.adoptOptions("a", fresh: true), .publish("a", .downloading)])
         let ended = machine.transferEnded("a", generation: 1, .completed(Self.md5B))
-        #expect(ended.first == .discardFiles("a", producedBy: 1, includingCompletedFile: true))
-        #expect(starts(ended) == [2] && !machine.hasCompletedFile("a"))
+        #expect(ended.first == .discardFiles("a", producedBy: 1))
+        #expect(starts(ended) == [2])
+    }
+
+    @Test("A completed file stops being the download's when it is forgotten, before anything is deleted")
+    func completedFileReleased() {
+        var machine = Machine(limit: 1, prioritization: .fifo)
+        machine.restore("kept", state: .completed, checksum: nil)
+        #expect(
+            machine.remove("kept", keepingCompletedFile: true) == [
+                .releaseCompletedFile("kept"), .forget("kept"), .discardFiles("kept", producedBy: nil),
+            ])
+        machine.restore("there", state: .completed, checksum: nil)
+        #expect(
+            machine.request("there", expectation: nil, waiter: 2, completedFileIsIntact: true) == [
+                .succeed([2], "there")
+            ])
     }
 
     @Test("Remove of a resting download deletes its files at once")
@@ -190,7 +205,7 @@ struct DownloadManagerStateMachineTests {
         var machine = Machine(limit: 1, prioritization: .fifo)
         machine.restore("a", state: .completed, checksum: nil)
         #expect(
-            machine.remove("a") == [.forget("a"), .discardFiles("a", producedBy: nil, includingCompletedFile: true)])
+            machine.remove("a") == [.forget("a"), .discardFiles("a", producedBy: nil)])
         #expect(machine.remove("a").isEmpty)
     }
 

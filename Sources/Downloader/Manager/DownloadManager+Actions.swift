@@ -38,8 +38,10 @@ extension DownloadManager {
                 answer(ids, url: url, failure)
             case .verify(let url, let expectation):
                 verify(url, expectation)
-            case .discardFiles(let url, let generation, let includingCompleted):
-                discardFiles(url, producedBy: generation, includingCompletedFile: includingCompleted)
+            case .discardFiles(let url, let generation):
+                discardFiles(url, producedBy: generation)
+            case .releaseCompletedFile(let url):
+                releaseCompletedFile(url)
             case .forget(let url):
                 book[url] = nil
                 credentialedURLs[url] = nil
@@ -59,21 +61,25 @@ extension DownloadManager {
 
     // MARK: - Receipts
 
-    /// The request's options become the download's (see `DownloadOptions.merged(into:)`); a download whose
-    /// completed file is no longer its own points at its partial file again.
+    /// The request's options become the download's (see `DownloadOptions.merged(into:)`).
     private func adoptOptions(_ url: URL, _ options: DownloadOptions?, fresh: Bool) {
         guard var record = book[url] else { return }
         if let options { record.options = fresh ? options : options.merged(into: record.options) }
-        if let stale = completedFiles[url], !machine.hasCompletedFile(url) {
-            directory.claims.release(stale.url, of: url)  // gone: the name is free for any download
-            let fresh = freshReceipt(for: url)
-            record.receipt.fileURL = fresh.fileURL
-            record.receipt.filename = fresh.filename
-            record.receipt.checksum = nil
-            record.receipt.verification = nil
-            record.suggestedFilename = nil
-            completedFiles[url] = nil
-        }
+        book[url] = record
+    }
+
+    /// The completed file is not the download's any more: its name is free for any download, and a receipt that
+    /// stays points at a partial file again.
+    private func releaseCompletedFile(_ url: URL) {
+        guard let released = completedFiles.removeValue(forKey: url) else { return }
+        directory.claims.release(released.url, of: url)
+        guard var record = book[url] else { return }
+        let fresh = freshReceipt(for: url)
+        record.receipt.fileURL = fresh.fileURL
+        record.receipt.filename = fresh.filename
+        record.receipt.checksum = nil
+        record.receipt.verification = nil
+        record.suggestedFilename = nil
         book[url] = record
     }
 
@@ -187,7 +193,7 @@ extension DownloadManager {
             transfers[url] = nil
         }
         if let result { results[url] = (generation, result) }
-        if result == nil, !machine.hasCompletedFile(url), var receipt = book[url]?.receipt {
+        if result == nil, completedFiles[url] == nil, var receipt = book[url]?.receipt {
             // What the stopped transfer left on disk, for the receipt (a completed file reports its own length).
             let before = receipt
             receipt.totalBytesWritten = PartialFiles(folder: directory.state, url: url).partialSize ?? 0
@@ -233,14 +239,14 @@ extension DownloadManager {
     }
 
     /// Deletes a download's files on the file-work queue (after any clean-up queued before).
-    private func discardFiles(_ url: URL, producedBy generation: Machine.Generation?, includingCompletedFile: Bool) {
+    private func discardFiles(_ url: URL, producedBy generation: Machine.Generation?) {
         let partial = PartialFiles(folder: directory.state, url: url)
         var files: [URL] = []
         if let generation, let produced = results[url], produced.generation == generation {
             results[url] = nil
             files.append(produced.result.fileURL)
         }
-        if includingCompletedFile, let completed = completedFiles.removeValue(forKey: url) {
+        if let completed = completedFiles.removeValue(forKey: url) {
             files.append(completed.url)
         }
         let claims = directory.claims

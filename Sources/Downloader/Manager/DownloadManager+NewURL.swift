@@ -47,7 +47,7 @@ extension DownloadManager {
     public func unfinishedDownload(writingTo destination: URL) -> DownloadReceipt? {
         let target = destination.standardizedFileURL
         for record in book.all where record.options.destination?.standardizedFileURL == target {
-            guard record.receipt.state != .completed, !machine.hasCompletedFile(record.receipt.url) else { continue }
+            guard record.receipt.state != .completed, completedFiles[record.receipt.url] == nil else { continue }
             return record.receipt
         }
         return nil

@@ -1,6 +1,8 @@
-// One download's bookkeeping inside the lifecycle state machine, and the rules for the expected checksums it keeps.
+// One download's bookkeeping inside the lifecycle state machine, and the rules for the expected checksums it keeps and
+// compares with its completed file.
 extension DownloadManager.StateMachine {
-    /// One download's bookkeeping (internal only so that the machine's extensions in other files reach it).
+    /// One download's bookkeeping. Only the machine holds entries (its `entries` are private): it finds one, calls its
+    /// methods (here and in DownloadManager+StateMachine+EntryEvents.swift) and stores it again.
     struct Entry {
         var phase: Phase = .idle
         var waiters: [Waiter] = []
@@ -17,8 +19,6 @@ extension DownloadManager.StateMachine {
         var otherExpectations: [Checksum] = []
         /// The checksum of the completed file, when known.
         var checksum: Checksum?
-        /// A completed file of this download is on disk (also while a replacement runs).
-        var hasCompletedFile = false
         /// The running transfer replaces the completed file once verified.
         var replacesCompletedFile = false
         /// Removed while its transfer stops: hidden, forgotten once the transfer ended and its files are gone.
@@ -79,6 +79,94 @@ extension DownloadManager.StateMachine {
         mutating func expectationForStart() -> Checksum? {
             if expectation == nil && !otherExpectations.isEmpty { expectation = otherExpectations.removeFirst() }
             return expectation
+        }
+        /// Answers the waiters of a completed download, each against its own expectation, and compares the
+        /// expectations nobody waits for any more.
+        mutating func answerWaiters(_ key: Key, checksum: Checksum?) -> [Action] {
+            var actions: [Action] = []
+            let answered = Set(waiters.compactMap(\.expectation))
+            var succeeded: [WaiterID] = []
+            for waiter in waiters {
+                guard let expectation = waiter.expectation else {
+                    succeeded.append(waiter.id)
+                    continue
+                }
+                if let checksum, checksum.algorithm == expectation.algorithm {
+                    if checksum == expectation {
+                        succeeded.append(waiter.id)
+                    } else {
+                        actions.append(.fail([waiter.id], key, .mismatch(expected: expectation, actual: checksum)))
+                    }
+                } else if let index = verifying.firstIndex(where: { $0.expectation == expectation }) {
+                    verifying[index].waiters.append(waiter.id)
+                } else {
+                    verifying.append((expectation, [waiter.id], false))
+                    actions.append(.verify(key, expectation))
+                }
+            }
+            waiters = []
+            if !succeeded.isEmpty { actions.append(.succeed(succeeded, key)) }
+            // The expectations nobody waits for any more (their caller went, or the process restarted): compared too,
+            // and a mismatch is said as a warning. One that needs the file hashed again stays kept until it is
+            // answered (`verified`), so that a shutdown meanwhile does not lose it.
+            var kept: [Checksum] = []
+            for expectation in otherExpectations {
+                if let checksum, checksum.algorithm == expectation.algorithm {
+                    if checksum != expectation && !answered.contains(expectation) {
+                        actions.append(.warn(key, .mismatch(expected: expectation, actual: checksum)))
+                    }
+                    continue
+                }
+                kept.append(expectation)
+                if !verifying.contains(where: { $0.expectation == expectation }) {
+                    verifying.append((expectation, [], false))
+                    actions.append(.verify(key, expectation))
+                }
+            }
+            otherExpectations = kept
+            return actions
+        }
+
+        /// The completed file was hashed for `expectation` (`StateMachine.verified`); `actual` is `nil` when it could
+        /// not be read. A mismatch that a new request asked about queues the newer version (the machine queues it).
+        mutating func verified(_ key: Key, expectation: Checksum, actual: Checksum?, shuttingDown: Bool) -> [Action] {
+            guard let index = verifying.firstIndex(where: { $0.expectation == expectation }) else { return [] }
+            let pending = verifying.remove(at: index)
+            switch phase {
+            case .queued, .running, .stopping:
+                // Another request started a new transfer meanwhile: its result answers them.
+                waiters += pending.waiters.map { Waiter(id: $0, expectation: expectation) }
+                return []
+            case .suspended, .idle:
+                return pending.waiters.isEmpty ? [] : [.fail(pending.waiters, key, .suspended)]
+            case .failed:
+                let error = self.error ?? .fileSystem(nil, reason: "the completed file is gone")
+                return pending.waiters.isEmpty ? [] : [.fail(pending.waiters, key, .error(error))]
+            case .completed:
+                otherExpectations.removeAll { $0 == expectation }  // answered now
+            }
+            let told = pending.waiters
+            if actual == expectation {
+                if checksum == nil { checksum = actual }
+                return told.isEmpty ? [] : [.succeed(told, key)]
+            } else if let actual, !pending.redownload {
+                let mismatch = Failure.mismatch(expected: expectation, actual: actual)
+                return told.isEmpty ? [.warn(key, mismatch)] : [.fail(told, key, mismatch)]
+            } else if shuttingDown {
+                return told.isEmpty ? [] : [.fail(told, key, .shutDown)]
+            } else if pausedWhileVerifying {
+                // The caller paused it while the file was hashed: the newer version waits, suspended, for a resume.
+                pausedWhileVerifying = false
+                phase = .suspended
+                self.expectation = expectation
+                otherExpectations.removeAll { $0.algorithm == expectation.algorithm }
+                replacesCompletedFile = true
+                return [.publish(key, .suspended)] + (told.isEmpty ? [] : [.fail(told, key, .suspended)])
+            } else {
+                // A new request whose checksum the file does not have (or an unreadable file): fetch it again.
+                waiters += told.map { Waiter(id: $0, expectation: expectation) }
+                return queueReplacement(key, expectation: expectation, priority: priority)
+            }
         }
     }
 }

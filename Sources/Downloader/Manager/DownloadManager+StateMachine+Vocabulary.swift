@@ -26,6 +26,18 @@ extension DownloadManager.StateMachine {
         case suspended
         case completed
         case failed
+
+        /// The public state of a download in this phase.
+        var state: DownloadState {
+            switch self {
+            case .idle: return .idle
+            case .queued: return .queued
+            case .running, .stopping(_, next: .resume): return .downloading
+            case .stopping(_, next: .suspend), .suspended: return .suspended
+            case .completed: return .completed
+            case .failed: return .failed
+            }
+        }
     }
 
     /// How a transfer generation ended.
@@ -78,9 +90,13 @@ extension DownloadManager.StateMachine {
         case fail([WaiterID], Key, Failure)
         /// Hash the completed file with the expectation's algorithm and report `verified`.
         case verify(Key, Checksum)
-        /// Delete the partial file and its state, the file that generation produced (if any) and, when asked, the
-        /// completed file.
-        case discardFiles(Key, producedBy: Generation?, includingCompletedFile: Bool)
+        /// Delete the partial file and its state, the file that generation produced (if any) and the download's
+        /// completed file (if it still has one).
+        case discardFiles(Key, producedBy: Generation?)
+        /// The completed file is not the download's any more (forgotten, or gone or changed and fetched again): it stays
+        /// where it is, the user's, and nothing deletes it. Where the completed file is (and whether there is one) is
+        /// the owner's to know; the machine decides only when it stops being the download's.
+        case releaseCompletedFile(Key)
         /// The download is gone: drop its receipt.
         case forget(Key)
         /// Shutdown asked and every transfer has ended.

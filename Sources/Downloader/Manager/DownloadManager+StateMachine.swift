@@ -16,32 +16,28 @@ extension DownloadManager {
         typealias Generation = Int
         typealias WaiterID = Int
 
-        // The state below is changed only by this type's `mutating` methods (here and in its extensions in
-        // DownloadManager+StateMachine+*.swift); it is internal only because Swift has no access level between a file
-        // and the module, and `.ci/layers` fails when any other file touches it.
-
         /// Whether the manager accepts work.
-        enum Lifecycle {
+        private enum Lifecycle {
             case running, shuttingDown, shutDown
         }
 
-        var entries: [Key: Entry] = [:]
-        var queue: WaitingQueue<Key>
-        /// How many slots may be in use.
-        private(set) var limit: Int
-        /// Slots held by running and stopping transfers.
-        var slotsInUse = 0
-        var nextGeneration: Generation = 0
-        var lifecycle = Lifecycle.running
+        // The machine's state: private, changed only by the events below. The entries' own rules are in
+        // DownloadManager+StateMachine+Entry*.swift, the slots and the queue in DownloadManager+StateMachine+Slots.swift.
+        private var entries: [Key: Entry] = [:]
+        private var slots: Slots
+        private var lifecycle = Lifecycle.running
 
         /// Whether `shutdown()` was called.
         var isShuttingDown: Bool { lifecycle != .running }
         /// Whether `shutdown()` was called and every transfer has ended since (`.shutDownCompleted` was returned).
         var hasShutDown: Bool { lifecycle == .shutDown }
+        /// How many slots may be in use.
+        var limit: Int { slots.limit }
+        /// Slots held by running and stopping transfers.
+        var slotsInUse: Int { slots.inUse }
 
         init(limit: Int, prioritization: DownloadPrioritization) {
-            self.limit = max(1, limit)
-            queue = WaitingQueue(prioritization: prioritization)
+            slots = Slots(limit: limit, prioritization: prioritization)
         }
 
         // MARK: - Reading
@@ -55,7 +51,7 @@ extension DownloadManager {
         /// The public state of a download, `nil` when unknown or removed.
         func state(of key: Key) -> DownloadState? {
             guard let entry = entries[key], !entry.isRemoved else { return nil }
-            return Self.state(entry.phase)
+            return entry.phase.state
         }
 
         /// Whether `key` is completed with nobody waiting and nothing being verified: forgetting it ends nothing.
@@ -64,28 +60,14 @@ extension DownloadManager {
             return entry.waiters.isEmpty && entry.verifying.isEmpty
         }
 
-        /// Whether a completed file of `key` is on disk and belongs to it.
-        func hasCompletedFile(_ key: Key) -> Bool {
-            entries[key]?.hasCompletedFile ?? false
-        }
-
         /// Whether `generation` is the live transfer of `key` (running, not told to stop).
         func isRunning(_ key: Key, generation: Generation) -> Bool {
             entries[key]?.phase == .running(generation)
         }
 
-        /// How many downloads wait for a slot.
-        var queuedCount: Int { queue.count }
-
-        static func state(_ phase: Phase) -> DownloadState {
-            switch phase {
-            case .idle: return .idle
-            case .queued: return .queued
-            case .running, .stopping(_, next: .resume): return .downloading
-            case .stopping(_, next: .suspend), .suspended: return .suspended
-            case .completed: return .completed
-            case .failed: return .failed
-            }
+        /// Whether `key` is suspended because its process stopped (a shutdown, a crash) rather than by `suspend`.
+        func isInterrupted(_ key: Key) -> Bool {
+            entries[key]?.isInterrupted ?? false
         }
 
         // MARK: - Events from callers
@@ -108,36 +90,9 @@ extension DownloadManager {
             priority: Int = 0,
             replacesCompletedFile: Bool = false, interrupted: Bool = false
         ) {
-            var entry = Entry()
-            entry.priority = priority
-            entry.interrupted = interrupted
-            entry.expectation = expectations.own
-            entry.otherExpectations = expectations.others
-            if replacesCompletedFile && state != .completed {
-                entry.phase = .suspended
-                entry.hasCompletedFile = true
-                entry.replacesCompletedFile = true
-                entry.checksum = checksum
-                entries[key] = entry
-                return
-            }
-            switch state {
-            case .idle: entry.phase = .idle
-            case .queued, .downloading:
-                entry.phase = .suspended  // interrupted: not running any more
-                entry.interrupted = true
-            case .suspended: entry.phase = .suspended
-            case .completed:
-                entry.phase = .completed
-                entry.hasCompletedFile = true
-                entry.checksum = checksum
-                // Compared again when the download is next asked for or resumed; a mismatch is then a warning
-                // (nothing downloads on its own after a restart).
-                entry.verifying = entry.otherExpectations.map { ($0, [], false) }
-                entry.verificationsWait = !entry.verifying.isEmpty
-            case .failed: entry.phase = .failed
-            }
-            entries[key] = entry
+            entries[key] = Entry(
+                restoring: state, checksum: checksum, expectations: expectations, priority: priority,
+                replacesCompletedFile: replacesCompletedFile, interrupted: interrupted)
         }
 
         /// A caller asks for a download (and, with a waiter, waits for it).
@@ -170,9 +125,7 @@ extension DownloadManager {
             switch entry.phase {
             case .stopping(let generation, _) where entry.isRemoved:
                 // Removed a moment ago and wanted again: a new download, once the old files are gone.
-                let hadCompletedFile = entry.hasCompletedFile
                 entry = Entry(phase: .stopping(generation, next: .resume), priority: priority, expectation: expectation)
-                entry.hasCompletedFile = hadCompletedFile
                 entry.discardsFiles = true
                 entry.waiters = waiting.map { [$0] } ?? []
                 actions = [.adoptOptions(key, fresh: true), .publish(key, .downloading)]
@@ -181,7 +134,7 @@ extension DownloadManager {
                 entry.join(expectation, transferRuns: false)
                 if priority > entry.priority {
                     entry.priority = priority
-                    queue.push(key, priority: priority)
+                    slots.enqueue(key, priority: priority)
                 }
             case .running, .stopping(_, next: .resume):
                 if let waiting { entry.waiters.append(waiting) }
@@ -193,50 +146,23 @@ extension DownloadManager {
                 actions = [.publish(key, .downloading)]
             case .completed where completedFileIsIntact:
                 if priority != 0 { entry.priority = priority }  // for a download that may follow
-                actions = entry.startWaitingVerifications(key)
-                if let expectation, let checksum = entry.checksum, checksum.algorithm == expectation.algorithm,
-                    checksum != expectation
-                {
-                    // The server may have a new version: fetch it, and keep the old file unless the new one matches.
-                    if let waiting { entry.waiters.append(waiting) }
-                    enqueueReplacement(key, &entry, expectation: expectation, priority: entry.priority, &actions)
-                } else if let expectation, entry.checksum?.algorithm != expectation.algorithm {
-                    if let index = entry.verifying.firstIndex(where: { $0.expectation == expectation && $0.redownload })
-                    {
-                        if let waiting { entry.verifying[index].waiters.append(waiting.id) }
-                    } else {
-                        entry.verifying.append((expectation, waiting.map { [$0.id] } ?? [], true))
-                        // Kept until it is answered, so that a restart meanwhile verifies it again.
-                        if !entry.otherExpectations.contains(expectation) {
-                            entry.otherExpectations.append(expectation)
-                        }
-                        actions.append(.verify(key, expectation))
-                    }
-                } else if let waiting {
-                    actions.append(.succeed([waiting.id], key))
-                }
+                actions = entry.askCompleted(key, expectation: expectation, waiting: waiting)
+                if entry.phase == .queued { slots.enqueue(key, priority: entry.priority) }
             case .idle, .suspended:
                 // Continues with what it kept: its partial file, its options, its expectations.
                 entry.phase = .queued
                 entry.join(expectation, transferRuns: false)
                 if priority != 0 { entry.priority = priority }
                 entry.waiters += waiting.map { [$0] } ?? []
-                queue.push(key, priority: entry.priority)
+                slots.enqueue(key, priority: entry.priority)
                 actions = [.adoptOptions(key, fresh: entries[key] == nil), .publish(key, .queued)]
             case .failed, .completed:
-                // A new attempt (a completed file that is gone is fetched again).
-                let earlier = entry
-                entry = Entry(phase: .queued, priority: priority != 0 ? priority : earlier.priority)
-                if let expectation {
-                    entry.expectation = expectation  // the earlier ones were answered by the end of that attempt
-                } else {
-                    entry.expectation = earlier.expectation
-                    entry.otherExpectations = earlier.otherExpectations
-                }
-                entry.verifying = earlier.verifying
-                entry.waiters = earlier.waiters + (waiting.map { [$0] } ?? [])
-                queue.push(key, priority: entry.priority)
-                actions = [.adoptOptions(key, fresh: false), .publish(key, .queued)]
+                // A new attempt (a completed file that is gone or changed is fetched again; it is not the download's
+                // any more).
+                if entry.phase == .completed { actions.append(.releaseCompletedFile(key)) }
+                entry = entry.newAttempt(expectation: expectation, priority: priority, waiting: waiting)
+                slots.enqueue(key, priority: entry.priority)
+                actions += [.adoptOptions(key, fresh: false), .publish(key, .queued)]
             }
             entries[key] = entry
             schedule(&actions)
@@ -245,6 +171,7 @@ extension DownloadManager {
 
         /// A request that cannot be carried out at all (a malformed URL): the download fails at once.
         mutating func reject(_ key: Key, error: DownloadError, waiter: WaiterID?) -> [Action] {
+            let fresh = entries[key] == nil
             var entry = entries[key] ?? Entry()
             switch entry.phase {
             case .queued, .running, .stopping, .completed: return waiter.map { [.fail([$0], key, .error(error))] } ?? []
@@ -253,7 +180,7 @@ extension DownloadManager {
                 entry.error = error
                 entries[key] = entry
                 return [
-                    .adoptOptions(key, fresh: entries[key] == nil), .recordFailure(key, error), .publish(key, .failed),
+                    .adoptOptions(key, fresh: fresh), .recordFailure(key, error), .publish(key, .failed),
                 ]
                     + (waiter.map { [.fail([$0], key, .error(error))] } ?? [])
             }
@@ -267,7 +194,7 @@ extension DownloadManager {
             switch entry.phase {
             case .idle, .suspended, .failed:
                 entry.phase = .queued
-                queue.push(key, priority: entry.priority)
+                slots.enqueue(key, priority: entry.priority)
                 actions = [.publish(key, .queued)]
             case .stopping(let generation, next: .suspend):
                 entry.phase = .stopping(generation, next: .resume)
@@ -286,43 +213,21 @@ extension DownloadManager {
         /// to stop and its waiters are answered when it has (it may still complete).
         mutating func suspend(_ key: Key) -> [Action] {
             guard var entry = entries[key], !entry.isRemoved else { return [] }
-            defer { entries[key] = entry }  // no scheduling here: a stopping transfer keeps its slot
-            if entry.interrupted && entry.phase == .suspended {
-                entry.interrupted = false  // a caller's pause now: it stays paused after a restart
-                return [.publish(key, .suspended)]
-            }
-            entry.interrupted = false
-            switch entry.phase {
-            case .queued:
-                queue.remove(key)
-                entry.phase = .suspended
-                let waiters = entry.waiters.map(\.id)
-                entry.waiters = []
-                return [.publish(key, .suspended)] + (waiters.isEmpty ? [] : [.fail(waiters, key, .suspended)])
-            case .running(let generation):
-                entry.phase = .stopping(generation, next: .suspend)
-                return [.cancel(key, generation), .publish(key, .suspended)]
-            case .stopping(let generation, next: .resume):
-                entry.phase = .stopping(generation, next: .suspend)
-                return [.publish(key, .suspended)]
-            case .completed:
-                // Its file may be being hashed for a new expectation: what a mismatch would fetch waits for a resume.
-                entry.pausedWhileVerifying = !entry.verifying.isEmpty
-                return []
-            case .idle, .suspended, .failed, .stopping(_, next: .suspend):
-                return []
-            }
+            if entry.phase == .queued { slots.dequeue(key) }
+            let actions = entry.suspend(key)
+            entries[key] = entry  // no scheduling here: a stopping transfer keeps its slot
+            return actions
         }
 
         /// Drops a download: its waiters are answered now, its receipt goes, and its files go once no transfer
         /// touches them any more.
-        /// - Parameter keepingCompletedFile: leave the completed file on disk (`forget`): only the partial file and
-        ///   the file of a replacement still running are deleted.
+        /// - Parameter keepingCompletedFile: leave the completed file on disk (`forget`): it is released first, so only
+        ///   the partial file and the file of a replacement still running are deleted.
         mutating func remove(_ key: Key, keepingCompletedFile: Bool = false) -> [Action] {
             guard var entry = entries[key], !entry.isRemoved else { return [] }
-            if keepingCompletedFile { entry.hasCompletedFile = false }
             let everyone = entry.waiters.map(\.id) + entry.verifying.flatMap(\.waiters)
-            var actions: [Action] = everyone.isEmpty ? [] : [.fail(everyone, key, .removed)]
+            var actions: [Action] = keepingCompletedFile ? [.releaseCompletedFile(key)] : []
+            if !everyone.isEmpty { actions.append(.fail(everyone, key, .removed)) }
             actions.append(.forget(key))
             switch entry.phase {
             case .running(let generation), .stopping(let generation, _):
@@ -334,9 +239,9 @@ extension DownloadManager {
                 entry.discardsFiles = true
                 entries[key] = entry
             case .queued, .idle, .suspended, .failed, .completed:
-                queue.remove(key)
+                slots.dequeue(key)
                 entries[key] = nil
-                actions.append(.discardFiles(key, producedBy: nil, includingCompletedFile: entry.hasCompletedFile))
+                actions.append(.discardFiles(key, producedBy: nil))
             }
             return actions
         }
@@ -360,10 +265,110 @@ extension DownloadManager {
 
         /// Changes how many transfers may run at once. Lowering it stops nothing: fewer start from now on.
         mutating func setLimit(_ newLimit: Int) -> [Action] {
-            limit = max(1, newLimit)
+            slots.setLimit(newLimit)
             var actions: [Action] = []
             schedule(&actions)
             return actions
+        }
+    }
+}
+
+// Events from transfers, the shutdown, and the scheduling every event ends with.
+extension DownloadManager.StateMachine {
+    /// A transfer generation has ended; stale generations are ignored.
+    mutating func transferEnded(_ key: Key, generation: Generation, _ end: TransferEnd) -> [Action] {
+        guard var entry = entries[key] else { return [] }
+        var actions: [Action] = []
+        switch entry.phase {
+        case .running(generation):
+            slots.release()
+            finish(key, &entry, generation: generation, end, next: nil, &actions)
+        case .stopping(generation, let next):
+            slots.release()
+            if entry.discardsFiles {
+                actions.append(.discardFiles(key, producedBy: generation))
+                if entry.isRemoved {
+                    entries[key] = nil
+                    schedule(&actions)
+                    return actions
+                }
+                // Removed and requested again: the new download starts from nothing.
+                entry.discardsFiles = false
+                entry.replacesCompletedFile = false
+                entry.checksum = nil
+                finish(key, &entry, generation: generation, .cancelled, next: next, &actions)
+            } else {
+                finish(key, &entry, generation: generation, end, next: next, &actions)
+            }
+        default:
+            return []
+        }
+        entries[key] = entry
+        schedule(&actions)
+        return actions
+    }
+
+    /// The completed file was hashed for waiters' expectation; `actual` is `nil` when it could not be read.
+    mutating func verified(_ key: Key, expectation: Checksum, actual: Checksum?) -> [Action] {
+        guard var entry = entries[key], !entry.isRemoved else { return [] }
+        let wasQueued = entry.phase == .queued
+        var actions = entry.verified(key, expectation: expectation, actual: actual, shuttingDown: isShuttingDown)
+        if !wasQueued && entry.phase == .queued { slots.enqueue(key, priority: entry.priority) }
+        entries[key] = entry
+        schedule(&actions)
+        return actions
+    }
+
+    /// Suspends everything, answers every waiter and starts nothing more; `.shutDownCompleted` follows once
+    /// every transfer has ended.
+    mutating func shutdown() -> [Action] {
+        guard lifecycle == .running else { return [] }
+        lifecycle = .shuttingDown
+        var actions: [Action] = []
+        for key in Array(entries.keys) {
+            guard var entry = entries[key] else { continue }
+            if entry.phase == .queued { slots.dequeue(key) }
+            actions += entry.interrupt(key)
+            entries[key] = entry
+        }
+        schedule(&actions)
+        return actions
+    }
+
+    /// Settles a download whose transfer ended; `next` is what was asked while it stopped (`nil`: nothing). Resumed
+    /// while it stopped, it continues in the same slot with a new generation.
+    private mutating func finish(
+        _ key: Key, _ entry: inout Entry, generation: Generation, _ end: TransferEnd, next: Next?,
+        _ actions: inout [Action]
+    ) {
+        guard end == .cancelled, next == .resume, !isShuttingDown else {
+            actions += entry.settle(key, generation: generation, end, shuttingDown: isShuttingDown)
+            return
+        }
+        actions += start(key, &entry)
+    }
+
+    /// Starts a transfer of `key` in a slot taken now.
+    private mutating func start(_ key: Key, _ entry: inout Entry) -> [Action] {
+        let generation = slots.take()
+        entry.phase = .running(generation)
+        let start = Start(expectation: entry.expectationForStart(), replacesCompletedFile: entry.replacesCompletedFile)
+        return [.start(key, generation, start), .publish(key, .downloading)]
+    }
+
+    /// Starts waiting downloads while slots are free; once shutting down, reports when the last slot is free.
+    private mutating func schedule(_ actions: inout [Action]) {
+        guard lifecycle == .running else {
+            if lifecycle == .shuttingDown && slots.inUse == 0 {
+                lifecycle = .shutDown
+                actions.append(.shutDownCompleted)
+            }
+            return
+        }
+        while let key = slots.nextWaiting() {
+            guard var entry = entries[key], entry.phase == .queued else { continue }
+            actions += start(key, &entry)
+            entries[key] = entry
         }
     }
 }

@@ -87,7 +87,8 @@ public actor DownloadManager {
         var length: Int64
     }
 
-    /// The completed file of each download that has one (also while a replacement of it is downloading).
+    /// The completed file of each download that has one (also while a replacement of it is downloading): the only
+    /// record of it. The machine says when it stops being the download's (`releaseCompletedFile`, `discardFiles`).
     var completedFiles: [URL: CompletedFile] = [:]
     /// How each waiter of the machine is answered.
     var recipients: [Machine.WaiterID: Recipient] = [:]
@@ -354,11 +355,9 @@ public actor DownloadManager {
     /// removed as by `remove(_:)` (its partial file is deleted). Callers waiting for it get `DownloadError.cancelled`.
     public func forget(_ url: URL) {
         let url = url.withoutCredentials
-        // Unknown to the actor, the completed file is never deleted (not even by a replacement still stopping); it
-        // is the user's now, claimed by no download.
-        // A download already removed (its files going) is not forgotten again.
-        guard machine.phase(of: url) != nil else { return }
-        if let file = completedFiles.removeValue(forKey: url) { directory.claims.release(file.url, of: url) }
+        // The machine releases the completed file first (`releaseCompletedFile`): unknown to the actor, it is never
+        // deleted (not even by a replacement still stopping); it is the user's now, claimed by no download. A
+        // download already removed (its files going) is not forgotten again (the machine ignores it).
         apply(machine.remove(url, keepingCompletedFile: true))
     }
 
