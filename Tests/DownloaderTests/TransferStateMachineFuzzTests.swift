@@ -10,7 +10,7 @@ import Testing
 /// a strong ETag needs); no window is longer than the maximum, and one longer than the base carries the limit of
 /// bytes waiting for the disk (memory in flight stays bounded); restarts stay within the limit; nothing is requested
 /// after the machine ended. (That the digest follows the watermark is the disk pipeline's invariant, checked by
-/// `TransferJobTests`.)
+/// `DiskPipelineTests`.)
 @Suite("Transfer.StateMachine fuzzing")
 struct TransferStateMachineFuzzTests {
     typealias Machine = Transfer.StateMachine

@@ -3,7 +3,7 @@ import Dispatch
 /// State that one serial dispatch queue owns: code running on that queue reads and changes it, and so does the owner
 /// of the whole pipeline while every queue is idle (`isHandedOver`: before the first command, and after a drain).
 ///
-/// The type states what a comment used to (`TransferJob`'s stages: issue #33); debug builds check it at every access
+/// The type states what a comment used to (`DiskPipeline`'s stages: issue #33); debug builds check it at every access
 /// (`dispatchPrecondition`), release builds pay nothing. Not a lock: the ordering comes from the queues themselves.
 final class QueueOwned<Value>: @unchecked Sendable {
     private var stored: Value

@@ -10,7 +10,7 @@ import Foundation
 /// Anything else ends the segmented download: a 200 (Range ignored, or `If-Range` failed because the resource
 /// changed) and a different version restart the file on one connection, so a file is never spliced from two versions.
 final class SegmentSink: TransferSink, @unchecked Sendable {
-    private let job: TransferJob
+    private let pipeline: DiskPipeline
     private let range: Range<Int64>
     private let known: ResourceMetadata
     private let windowSize: Int64
@@ -22,12 +22,12 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
 
     /// Creates the sink of the window `range`.
     /// - Parameters:
-    ///   - job: the transfer's disk side.
+    ///   - pipeline: the transfer's disk side.
     ///   - range: the bytes asked for.
     ///   - known: the version being fetched.
     ///   - windowSize: the transfer's window size (for the judge).
-    init(job: TransferJob, range: Range<Int64>, known: ResourceMetadata, windowSize: Int64) {
-        self.job = job
+    init(pipeline: DiskPipeline, range: Range<Int64>, known: ResourceMetadata, windowSize: Int64) {
+        self.pipeline = pipeline
         self.range = range
         self.known = known
         self.windowSize = windowSize
@@ -35,18 +35,18 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
 
     func receive(response: URLResponse) -> RequestEnd? {
         guard let http = response as? HTTPURLResponse else {
-            return .failed(.invalidResponse(job.url, reason: "not an HTTP response"))
+            return .failed(.invalidResponse(pipeline.url, reason: "not an HTTP response"))
         }
         let request = WindowRequest(
             start: range.lowerBound, end: range.upperBound - 1, ranged: true, resumeOffset: range.lowerBound,
             windowSize: windowSize)
-        switch ResponseJudge.judge(http.head, request: request, known: known, url: job.url) {
+        switch ResponseJudge.judge(http.head, request: request, known: known, url: pipeline.url) {
         case .end(let end):
             return end
         case .append(_, let bodyLength), .begin(_, let bodyLength, _):
             // The judge compared the version (`ResourceMetadata.compare`): a segment starts after byte 0.
             expectedBodyLength = bodyLength
-            return job.failure.map { .failed($0) }
+            return pipeline.failure.map { .failed($0) }
         case .replace:
             return .restartFromZero(reason: "a segment was answered with the whole file (200)")
         }
@@ -57,23 +57,23 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
         if let expectedBodyLength, received + count > expectedBodyLength {
             return .failed(
                 .invalidResponse(
-                    job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
+                    pipeline.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
         }
-        if let failure = job.send(.writeAt(data, offset: range.lowerBound + received)) { return .failed(failure) }
+        if let failure = pipeline.send(.writeAt(data, offset: range.lowerBound + received)) { return .failed(failure) }
         received += count
-        if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
+        if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = pipeline.fence() }
         return nil
     }
 
     func complete(error: (any Error)?) -> RequestEnd {
-        if let failure = job.failure { return .failed(failure) }
+        if let failure = pipeline.failure { return .failed(failure) }
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
         if let error, !gotEverything {
-            return .failed(TransportError.failure(error, url: job.url))
+            return .failed(TransportError.failure(error, url: pipeline.url))
         }
         if !gotEverything {
             return .failed(
-                .connectionFailed(job.url, reason: "a segment ended after \(received) of \(range.count) bytes"))
+                .connectionFailed(pipeline.url, reason: "a segment ended after \(received) of \(range.count) bytes"))
         }
         return .finished
     }

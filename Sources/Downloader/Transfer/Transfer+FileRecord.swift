@@ -58,12 +58,12 @@ extension Transfer {
     }
 
     /// Records what the verified partial file is before it is placed (the inode keeps the attributes when it moves).
-    func recordFile(_ job: TransferJob, metadata: ResourceMetadata, checksum: Checksum?) {
-        guard let fd = try? job.files.openPartial(.read) else { return }
+    func recordFile(_ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?) {
+        guard let fd = try? pipeline.files.openPartial(.read) else { return }
         defer { _ = closeDescriptor(fd) }
         guard let identity = FileIdentity(descriptor: fd), !metadata.validators.isEmpty else { return }
         FileRecord.write(
-            FileRecord(validators: metadata.validators, length: job.offset, checksum: checksum, file: identity),
+            FileRecord(validators: metadata.validators, length: pipeline.offset, checksum: checksum, file: identity),
             of: url, to: fd)
     }
 
@@ -71,9 +71,9 @@ extension Transfer {
     /// state.
     /// - Parameter replacing: a file of this URL's that the verified one replaces, if any.
     func complete(
-        _ job: TransferJob, metadata: ResourceMetadata, checksum: Checksum?, replacing: URL?
+        _ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?, replacing: URL?
     ) throws(DownloadError) -> URL {
-        recordFile(job, metadata: metadata, checksum: checksum)
+        recordFile(pipeline, metadata: metadata, checksum: checksum)
         let target: FilePlacement.Target
         if let replacing, options.destination == nil {
             target = .replace(replacing)
@@ -91,9 +91,9 @@ extension Transfer {
         }
         let suggested = metadata.suggestedFilename
         let file = try FilePlacement.place(
-            .partial(job.files), at: target, length: job.offset, checksum: checksum, downloadURL: url,
-            claims: directory.claims, willClaim: { file in willPlace?(file, job.offset, checksum, suggested) })
-        job.files.removeState()
+            .partial(pipeline.files), at: target, length: pipeline.offset, checksum: checksum, downloadURL: url,
+            claims: directory.claims, willClaim: { file in willPlace?(file, pipeline.offset, checksum, suggested) })
+        pipeline.files.removeState()
         return file
     }
 }

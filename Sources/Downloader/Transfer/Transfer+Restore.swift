@@ -75,7 +75,7 @@ extension Transfer {
         }
     }
 
-    /// Picks up the partial file before the job's first command, as `decideRestore` decides.
+    /// Picks up the partial file before the pipeline's first command, as `decideRestore` decides.
     ///
     /// The rules, so that a file reported verified is always the bytes on disk:
     /// - A saved state that fails its own checksum (edited, torn), names another URL, or lists segments the file
@@ -89,32 +89,32 @@ extension Transfer {
     ///   state counts are (the file is cut back to them). Listed segments were synced before their state was saved
     ///   and are kept.
     /// - Returns: the network side's starting position.
-    func restore(_ job: TransferJob, probe: Probe?) throws(DownloadError) -> TransferPosition {
+    func restore(_ pipeline: DiskPipeline, probe: Probe?) throws(DownloadError) -> TransferPosition {
         let saved: PartialState
-        switch job.files.loadState() {
+        switch pipeline.files.loadState() {
         case .missing:
-            return startOver(job, probe: probe)
+            return startOver(pipeline, probe: probe)
         case .unusable(let reason):
-            warn("the saved state of \(job.files.partialName) was not used (\(reason)); starting from byte 0")
-            return startOver(job, probe: probe)
+            warn("the saved state of \(pipeline.files.partialName) was not used (\(reason)); starting from byte 0")
+            return startOver(pipeline, probe: probe)
         case .valid(let state):
             saved = state
         }
-        guard let identity = job.files.partialIdentity else { return startOver(job, probe: probe) }
+        guard let identity = pipeline.files.partialIdentity else { return startOver(pipeline, probe: probe) }
         let plan: RestorePlan
         switch Self.decideRestore(
-            saved: saved, identity: identity, probe: probe, boot: Boot.identifier, name: job.files.partialName)
+            saved: saved, identity: identity, probe: probe, boot: Boot.identifier, name: pipeline.files.partialName)
         {
         case .startOver(let warning):
             if let warning { warn(warning) }
-            return startOver(job, probe: probe)
+            return startOver(pipeline, probe: probe)
         case .resume(let decided):
             plan = decided
         }
         plan.warnings.forEach(warn)
         let metadata = plan.metadata
         // The algorithm now wanted: a new expectation may ask for another one than the saved hash's.
-        let wanted = job.expectation?.algorithm ?? (job.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
+        let wanted = pipeline.expectation?.algorithm ?? (pipeline.hashesByDefault ? saved.hash?.algorithm ?? .md5 : nil)
         var hash: StreamingHash?
         if !plan.checksPrefix {
             if let wanted {
@@ -122,31 +122,31 @@ extension Transfer {
                     hash = savedHash
                 } else {
                     hash = StreamingHash(wanted)
-                    try rehash(job, into: &hash!, from: 0, to: saved.hashedLength)
+                    try rehash(pipeline, into: &hash!, from: 0, to: saved.hashedLength)
                 }
             }
         } else {
             let savedHash = saved.hash!
             var check = StreamingHash(savedHash.algorithm)
             var other = wanted.flatMap { $0 == savedHash.algorithm ? nil : StreamingHash($0) }
-            try rehash(job, into: &check, and: &other, from: 0, to: saved.hashedLength)
+            try rehash(pipeline, into: &check, and: &other, from: 0, to: saved.hashedLength)
             guard check == savedHash else {
                 warn(
-                    "the first \(saved.hashedLength) bytes of \(job.files.partialName) are not the bytes that were "
+                    "the first \(saved.hashedLength) bytes of \(pipeline.files.partialName) are not the bytes that were "
                         + "saved (changed on disk); starting from byte 0")
-                return startOver(job, probe: probe)
+                return startOver(pipeline, probe: probe)
             }
             hash = wanted == nil ? nil : (other ?? check)
-            if plan.keptLength < identity.size { try truncatePartial(job, to: plan.keptLength) }
+            if plan.keptLength < identity.size { try truncatePartial(pipeline, to: plan.keptLength) }
         }
         let length = plan.keptLength
         if let segments = plan.segments {
             return try restoreSegments(
-                job, hashedLength: saved.hashedLength, hash: hash, segments: segments, metadata: metadata)
+                pipeline, hashedLength: saved.hashedLength, hash: hash, segments: segments, metadata: metadata)
         }
-        if hash != nil { try rehash(job, into: &hash!, from: saved.hashedLength, to: length) }
-        job.resume(at: length, hash: hash)
-        try job.checkpoint(metadata, segments: nil)
+        if hash != nil { try rehash(pipeline, into: &hash!, from: saved.hashedLength, to: length) }
+        pipeline.resume(at: length, hash: hash)
+        try pipeline.checkpoint(metadata, segments: nil)
         var position = TransferPosition()
         position.resume(at: length)
         position.metadata = metadata
@@ -156,7 +156,7 @@ extension Transfer {
     /// Picks up a file fetched in segments: `hash` covers its first `hashedLength` bytes, the listed ranges after them
     /// are on disk, and the ranges that join the hashed bytes are hashed now.
     private func restoreSegments(
-        _ job: TransferJob, hashedLength: Int64, hash: StreamingHash?, segments: [Range<Int64>],
+        _ pipeline: DiskPipeline, hashedLength: Int64, hash: StreamingHash?, segments: [Range<Int64>],
         metadata: ResourceMetadata
     ) throws(DownloadError) -> TransferPosition {
         var written = segments
@@ -166,9 +166,9 @@ extension Transfer {
             watermark = max(watermark, first.upperBound)
             written.removeFirst()
         }
-        if hash != nil { try rehash(job, into: &hash!, from: hashedLength, to: watermark) }
-        job.resume(at: watermark, hash: hash, written: written)
-        try job.checkpoint(metadata, segments: written)
+        if hash != nil { try rehash(pipeline, into: &hash!, from: hashedLength, to: watermark) }
+        pipeline.resume(at: watermark, hash: hash, written: written)
+        try pipeline.checkpoint(metadata, segments: written)
         var position = TransferPosition()
         position.resume(at: watermark)
         position.metadata = metadata
@@ -177,14 +177,14 @@ extension Transfer {
     }
 
     /// Starts from an empty file with what the probe said.
-    private func startOver(_ job: TransferJob, probe: Probe?) -> TransferPosition {
+    private func startOver(_ pipeline: DiskPipeline, probe: Probe?) -> TransferPosition {
         var metadata = ResourceMetadata()
         metadata.validators = probe?.validators ?? Validators()
         metadata.totalLength = probe?.totalLength
         metadata.rangesSupported = probe?.acceptsRanges ?? true
         metadata.suggestedFilename = probe?.suggestedFilename
         metadata.announced = probe?.announced ?? []
-        job.send(.startOver(announced: metadata.announced))
+        pipeline.send(.startOver(announced: metadata.announced))
         // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless the file is
         // small (see `ResponseJudge.uncheckpointedSize`).
         var position = TransferPosition()
@@ -195,14 +195,16 @@ extension Transfer {
     /// The last `count` bytes of the file so far: from memory when this run received them, else from the partial file
     /// (after the disk has written everything).
     func lastBytes(
-        _ job: TransferJob, _ position: TransferPosition, count: Int
+        _ pipeline: DiskPipeline, _ position: TransferPosition, count: Int
     ) async throws(DownloadError) -> Data {
         if let bytes = position.lastBytes(count) { return bytes }
-        if let failure = await job.drained() { throw failure }
+        if let failure = await pipeline.drained() { throw failure }
         var data = Data()
-        let fd = try job.files.openPartial(.read)
+        let fd = try pipeline.files.openPartial(.read)
         defer { _ = closeDescriptor(fd) }
-        try FileReader.read(fd, from: job.offset - Int64(count), to: job.offset, file: job.files.partialURL, url: url) {
+        try FileReader.read(
+            fd, from: pipeline.offset - Int64(count), to: pipeline.offset, file: pipeline.files.partialURL, url: url
+        ) {
             data.append(contentsOf: $0)
         }
         return data
@@ -210,30 +212,32 @@ extension Transfer {
 
     /// Feeds bytes `from..<to` of the partial file into `hash`, and into `other` when there is one.
     func rehash(
-        _ job: TransferJob, into hash: inout StreamingHash, and other: inout StreamingHash?, from: Int64, to: Int64
+        _ pipeline: DiskPipeline, into hash: inout StreamingHash, and other: inout StreamingHash?, from: Int64,
+        to: Int64
     ) throws(DownloadError) {
         guard to > from else { return }
-        let fd = try job.files.openPartial(.read)
+        let fd = try pipeline.files.openPartial(.read)
         defer { _ = closeDescriptor(fd) }
-        try FileReader.read(fd, from: from, to: to, file: job.files.partialURL, url: url) { bytes in
+        try FileReader.read(fd, from: from, to: to, file: pipeline.files.partialURL, url: url) { bytes in
             hash.update(bufferPointer: bytes)
             other?.update(bufferPointer: bytes)
         }
     }
 
     /// Feeds bytes `from..<to` of the partial file into `hash`.
-    func rehash(_ job: TransferJob, into hash: inout StreamingHash, from: Int64, to: Int64) throws(DownloadError) {
+    func rehash(_ pipeline: DiskPipeline, into hash: inout StreamingHash, from: Int64, to: Int64) throws(DownloadError)
+    {
         var none: StreamingHash?
-        try rehash(job, into: &hash, and: &none, from: from, to: to)
+        try rehash(pipeline, into: &hash, and: &none, from: from, to: to)
     }
 
     /// Cuts the partial file back to its first `length` bytes (the ones a saved hash vouches for).
-    private func truncatePartial(_ job: TransferJob, to length: Int64) throws(DownloadError) {
-        let fd = try job.files.openPartial(.positional)
+    private func truncatePartial(_ pipeline: DiskPipeline, to length: Int64) throws(DownloadError) {
+        let fd = try pipeline.files.openPartial(.positional)
         defer { _ = closeDescriptor(fd) }
         guard ftruncate(fd, off_t(length)) == 0 else {
             throw .fileSystem(
-                url, reason: "cannot shorten \(job.files.partialName): \(POSIXError.current.localizedDescription)")
+                url, reason: "cannot shorten \(pipeline.files.partialName): \(POSIXError.current.localizedDescription)")
         }
     }
 }

@@ -26,14 +26,14 @@ extension Transfer {
     /// Carries out a segmented fetch (`.fetchSegments`): each connection's request or wait for the disk is a child
     /// task doing I/O only; every decision is the machine's, taken here, one event at a time.
     /// - Returns: the machine's next action once every connection is idle.
-    func fetchSegments(_ job: TransferJob, machine: inout StateMachine) async -> StateMachine.Action {
-        // The state says "segments" before any is written (`TransferJob.beginSegments`); a disk failure here fails
+    func fetchSegments(_ pipeline: DiskPipeline, machine: inout StateMachine) async -> StateMachine.Action {
+        // The state says "segments" before any is written (`DiskPipeline.beginSegments`); a disk failure here fails
         // the writes that follow, and with them the fetch.
-        if await job.drained() == nil, !job.segmented {
+        if await pipeline.drained() == nil, !pipeline.segmented {
             do throws(DownloadError) {
-                try job.beginSegments(machine.position.metadata)
+                try pipeline.beginSegments(machine.position.metadata)
             } catch {
-                job.fail(error)
+                pipeline.fail(error)
             }
         }
         await withTaskGroup(of: SegmentEvent.self) { group in
@@ -46,11 +46,11 @@ extension Transfer {
                     case .request(let connection, let range, let target, let ifRange):
                         group.addTask {
                             await self.requestSegment(
-                                range, on: connection, from: target, ifRange: ifRange, job: job, known: known)
+                                range, on: connection, from: target, ifRange: ifRange, pipeline: pipeline, known: known)
                         }
                     case .waitForDisk(let connection, let checkpoint):
-                        job.send(.checkpoint(checkpoint))
-                        let fence = halfway.removeValue(forKey: connection) ?? job.fence()
+                        pipeline.send(.checkpoint(checkpoint))
+                        let fence = halfway.removeValue(forKey: connection) ?? pipeline.fence()
                         group.addTask {
                             await fence.wait()
                             return .diskPassed(connection: connection)
@@ -67,7 +67,7 @@ extension Transfer {
                     halfway[connection] = fence
                     actions = machine.segmentEnded(connection: connection, end: end, received: received)
                 case .diskPassed(let connection):
-                    actions = machine.segmentDiskPassed(connection: connection, failure: job.failure)
+                    actions = machine.segmentDiskPassed(connection: connection, failure: pipeline.failure)
                 }
             }
         }
@@ -76,7 +76,7 @@ extension Transfer {
 
     /// One window's GET of a segmented fetch, after the bandwidth limits.
     private func requestSegment(
-        _ range: Range<Int64>, on connection: Int, from target: URL?, ifRange: String?, job: TransferJob,
+        _ range: Range<Int64>, on connection: Int, from target: URL?, ifRange: String?, pipeline: DiskPipeline,
         known: ResourceMetadata
     ) async -> SegmentEvent {
         for limiter in limiters {
@@ -90,7 +90,7 @@ extension Transfer {
         var request = makeRequest(to: target)
         request.setValue("bytes=\(range.lowerBound)-\(range.upperBound - 1)", forHTTPHeaderField: "Range")
         if let ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
-        let sink = SegmentSink(job: job, range: range, known: known, windowSize: configuration.windowSize)
+        let sink = SegmentSink(pipeline: pipeline, range: range, known: known, windowSize: configuration.windowSize)
         let end = await bridge.perform(request, sink: sink, rank: rank)
         return .ended(connection: connection, end: end, received: sink.received, halfway: sink.halfway)
     }

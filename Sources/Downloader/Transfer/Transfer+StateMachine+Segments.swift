@@ -17,7 +17,7 @@ extension Transfer.StateMachine {
         /// Connections with a request, or a wait for the disk, outstanding: each ends with one event.
         fileprivate(set) var busy: Set<Int> = []
         /// The first end that is not a success (`nil`: all well so far); no new window starts after it.
-        fileprivate(set) var outcome: Transfer.SegmentsOutcome?
+        fileprivate(set) var outcome: Transfer.SegmentsEnd?
         /// The version fetched: saved after every window, its validator sent as `If-Range` with each.
         let metadata: ResourceMetadata
     }
@@ -74,7 +74,7 @@ extension Transfer.StateMachine {
                 "mirror \(run.sources[source]?.redactedAbsoluteString ?? "") left out of the segments: \(end)")
             return [warning] + (run.next(for: connection).map { [$0] } ?? [])
         }
-        let outcome: Transfer.SegmentsOutcome
+        let outcome: Transfer.SegmentsEnd
         switch end {
         case .finished:
             run.plan.finished(connection)
@@ -130,7 +130,7 @@ extension Transfer.StateMachine.Segments {
 
     /// Records how the fetch ends, once: after a failure the other connections finish their windows (bytes in flight
     /// are not wasted) and the retry fetches only what is missing; a restart or a cancellation cancels them.
-    fileprivate mutating func end(_ outcome: Transfer.SegmentsOutcome) -> [Transfer.StateMachine.SegmentAction] {
+    fileprivate mutating func end(_ outcome: Transfer.SegmentsEnd) -> [Transfer.StateMachine.SegmentAction] {
         guard self.outcome == nil else { return [] }
         self.outcome = outcome
         plan.stop()
@@ -145,7 +145,7 @@ extension Transfer.StateMachine.Segments {
 
 extension Transfer {
     /// How a segmented fetch ended.
-    enum SegmentsOutcome: Sendable, Equatable {
+    enum SegmentsEnd: Sendable, Equatable {
         /// Every missing byte arrived.
         case finished
         /// A response showed another version or ignored Range: restart the file on one connection.

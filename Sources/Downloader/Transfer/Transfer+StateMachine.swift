@@ -6,7 +6,7 @@ extension Transfer {
     /// and then answers with the next event. It touches no socket, file or clock, so each rule is tested alone and by
     /// seeded random event sequences (`TransferStateMachineTests`).
     ///
-    /// The executor owns the I/O: requests (`WindowSink`, `fetchSegments`), the disk stages (`TransferJob`), bandwidth
+    /// The executor owns the I/O: requests (`WindowSink`, `fetchSegments`), the disk stages (`DiskPipeline`), bandwidth
     /// limits. The machine owns what the responses taught: the position (which moves into a request's sink and comes
     /// back with its end), the window sizes, where the URL redirected to, the restarts, the connection count.
     struct StateMachine: Sendable {

@@ -10,10 +10,11 @@ extension Transfer {
     /// Sends one window's GET and tells the machine how it ended.
     /// - Returns: the machine's next action, and the fence that opens when the disk is past the window's middle.
     func send(
-        _ window: StateMachine.Window, job: TransferJob, machine: inout StateMachine
+        _ window: StateMachine.Window, pipeline: DiskPipeline, machine: inout StateMachine
     ) async throws(DownloadError) -> (StateMachine.Action, DiskFence?) {
         var request = makeRequest(to: window.target)
-        let overlap = window.overlap > 0 ? try await lastBytes(job, machine.position, count: window.overlap) : Data()
+        let overlap =
+            window.overlap > 0 ? try await lastBytes(pipeline, machine.position, count: window.overlap) : Data()
         if let end = window.end {
             request.setValue("bytes=\(window.requestStart)-\(end)", forHTTPHeaderField: "Range")
             if let ifRange = window.ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
@@ -27,7 +28,7 @@ extension Transfer {
             }
         }
         let sink = WindowSink(
-            job: job, position: machine.position, start: window.requestStart, end: window.end,
+            pipeline: pipeline, position: machine.position, start: window.requestStart, end: window.end,
             ranged: window.end != nil, overlap: overlap, checkpointInterval: configuration.windowSize,
             maximumUnwritten: configuration.maximumUnwrittenBytes, behindGrace: configuration.diskBehindGrace,
             grownWindowLimit: window.unwrittenLimit,
@@ -55,18 +56,18 @@ extension Transfer {
     ///   checksum the server announced in the algorithm that was hashed).
     /// - Throws: the disk's failure, or a file whose length is not the one announced or written.
     func verify(
-        _ job: TransferJob, metadata: ResourceMetadata, expected: Checksum?
+        _ pipeline: DiskPipeline, metadata: ResourceMetadata, expected: Checksum?
     ) async throws(DownloadError) -> (computed: Checksum?, mismatch: DownloadError?) {
-        if let failure = await job.drained() { throw failure }
-        job.closeFile()
-        let computed = job.hash?.finalize()
-        if let total = metadata.totalLength, total != job.offset {
-            throw .invalidResponse(url, reason: "the file has \(job.offset) bytes, the server announced \(total)")
+        if let failure = await pipeline.drained() { throw failure }
+        pipeline.closeFile()
+        let computed = pipeline.hash?.finalize()
+        if let total = metadata.totalLength, total != pipeline.offset {
+            throw .invalidResponse(url, reason: "the file has \(pipeline.offset) bytes, the server announced \(total)")
         }
         // The digest covers the bytes as they arrived; the file must hold exactly those.
-        if let onDisk = job.files.partialSize, onDisk != job.offset {
-            job.discardFiles()
-            throw .fileSystem(url, reason: "the partial file has \(onDisk) bytes where \(job.offset) were written")
+        if let onDisk = pipeline.files.partialSize, onDisk != pipeline.offset {
+            pipeline.discardFiles()
+            throw .fileSystem(url, reason: "the partial file has \(onDisk) bytes where \(pipeline.offset) were written")
         }
         guard let computed, let target = target(expected, metadata: metadata, computed: computed), target != computed
         else { return (computed, nil) }
@@ -76,7 +77,7 @@ extension Transfer {
     /// Moves the verified file into the completed area.
     /// - Returns: what the transfer produced.
     func place(
-        _ job: TransferJob, machine: StateMachine, checksum computed: Checksum?, expected: Checksum?,
+        _ pipeline: DiskPipeline, machine: StateMachine, checksum computed: Checksum?, expected: Checksum?,
         resumedBytes: Int64, replacing: URL?
     ) throws(DownloadError) -> TransferResult {
         let metadata = machine.position.metadata
@@ -89,16 +90,16 @@ extension Transfer {
             }
         let fileURL: URL
         do {
-            fileURL = try complete(job, metadata: metadata, checksum: computed, replacing: replacing)
+            fileURL = try complete(pipeline, metadata: metadata, checksum: computed, replacing: replacing)
         } catch {
             // The file is whole and verified: a later run only has to move it.
-            try? job.checkpoint(metadata, segments: job.segmentsToSave)
+            try? pipeline.checkpoint(metadata, segments: pipeline.segmentsToSave)
             throw error
         }
         return TransferResult(
-            fileURL: fileURL, checksum: computed, verification: verification, length: job.offset,
-            resumedBytes: resumedBytes, receivedBytes: job.receivedThisRun,
-            suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: job.peakBufferedBytes,
+            fileURL: fileURL, checksum: computed, verification: verification, length: pipeline.offset,
+            resumedBytes: resumedBytes, receivedBytes: pipeline.receivedThisRun,
+            suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: pipeline.peakBufferedBytes,
             peakUnwrittenBytes: machine.peakUnwritten)
     }
 
@@ -111,14 +112,14 @@ extension Transfer {
     /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run (or, when no byte
     /// arrived — a 404, a refused connection — leaves nothing behind) and throws.
     func stop(
-        _ job: TransferJob, _ position: TransferPosition, with error: DownloadError
+        _ pipeline: DiskPipeline, _ position: TransferPosition, with error: DownloadError
     ) async throws(DownloadError) -> Never {
-        let diskFailure = await job.drained()
-        if job.offset == 0 {
-            job.discardFiles()
+        let diskFailure = await pipeline.drained()
+        if pipeline.offset == 0 {
+            pipeline.discardFiles()
         } else {
-            if diskFailure != nil { job.catchUpAfterFailure() }
-            try? job.checkpoint(position.metadata, segments: job.segmentsToSave)
+            if diskFailure != nil { pipeline.catchUpAfterFailure() }
+            try? pipeline.checkpoint(position.metadata, segments: pipeline.segmentsToSave)
         }
         throw diskFailure ?? error
     }

@@ -31,7 +31,7 @@ struct TransferResult: Sendable {
 ///
 /// The flow is one way: probe (HEAD, only when resuming) → restore the partial file and its saved hash → fetch the
 /// rest in Range windows, one after another or over several connections (each validated, then written and hashed by
-/// the job's disk stages) → verify the digest → move into the completed area.
+/// the pipeline's disk stages) → verify the digest → move into the completed area.
 /// A run that stops early (error, cancellation) leaves the partial file and its saved state consistent, so the next
 /// run resumes by Range. Scheduling, retries and persistence of receipts belong to the manager.
 final class Transfer: Sendable {
@@ -65,9 +65,9 @@ final class Transfer: Sendable {
         /// that ignores Range, or a body without a length); beyond it the response ends (see `RequestEnd.diskBehind`).
         var maximumUnwrittenBytes: Int64 = 16 << 20
         /// Whether a download of known length fails at once when the disk has less room than the bytes still to come
-        /// (`TransferJob.checkFreeSpace`).
+        /// (`DiskPipeline.checkFreeSpace`).
         var checksFreeSpace = true
-        /// Whether the partial file's blocks are reserved once its length is known (`TransferJob.reserveSpace`).
+        /// Whether the partial file's blocks are reserved once its length is known (`DiskPipeline.reserveSpace`).
         var fileAllocation = FileAllocation.none
         /// How long (nanoseconds) a body that cannot be resumed may keep more than `maximumUnwrittenBytes` waiting
         /// (see `WindowEndRule.behindGrace`).
@@ -140,17 +140,17 @@ final class Transfer: Sendable {
         try url.validateForDownload()
         let expected = try options.expectation()
         try directory.createAreas()
-        let job = TransferJob(
+        let pipeline = DiskPipeline(
             url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
             hashesByDefault: options.computesMD5, hashBacklogLimit: configuration.hashBacklogLimit,
             checksFreeSpace: configuration.checksFreeSpace, allocation: configuration.fileAllocation,
             progress: progress)
-        defer { job.closeFile() }
+        defer { pipeline.closeFile() }
 
         // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current
         // version before they are re-hashed), or a file this URL delivered earlier (it tells whether that file is
         // still current: then it is the answer). A fresh download learns the same from its first GET.
-        var probed = job.files.hasState
+        var probed = pipeline.files.hasState
         var probe: Probe?
         var source = 0
         if probed { (probe, source) = try await probeSources() }
@@ -160,7 +160,7 @@ final class Transfer: Sendable {
             if let result = reused.result { return result }
             (probe, probed, ownFile) = (reused.probe, true, recorded.url)
         }
-        let position = try restore(job, probe: probe)
+        let position = try restore(pipeline, probe: probe)
         let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.map(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var machine = StateMachine(
@@ -181,43 +181,44 @@ final class Transfer: Sendable {
                     action = .proceed
                 case .startOver(let announced, let metadata, let reason):
                     warn(reason)
-                    job.send(.startOver(announced: announced))
-                    job.send(.checkpoint(metadata))
+                    pipeline.send(.startOver(announced: announced))
+                    pipeline.send(.checkpoint(metadata))
                     action = .proceed
                 case .request(let window):
-                    (action, halfway) = try await send(window, job: job, machine: &machine)
+                    (action, halfway) = try await send(window, pipeline: pipeline, machine: &machine)
                 case .fetchSegments:
-                    action = await fetchSegments(job, machine: &machine)
+                    action = await fetchSegments(pipeline, machine: &machine)
                     halfway = nil
                 case .waitForDisk(let checkpoint):
-                    if let checkpoint { job.send(.checkpoint(checkpoint)) }
+                    if let checkpoint { pipeline.send(.checkpoint(checkpoint)) }
                     // Memory stays bounded: the next request starts once the disk is past the middle of this window,
                     // so at most half a window waits while the next one arrives.
-                    await (halfway ?? job.fence()).wait()
-                    action = machine.diskPassedMark(failure: job.failure)
+                    await (halfway ?? pipeline.fence()).wait()
+                    action = machine.diskPassedMark(failure: pipeline.failure)
                 case .drainThenCheckpoint(let metadata):
-                    let failure = await job.drained()
-                    if failure == nil { job.send(.checkpoint(metadata)) }
+                    let failure = await pipeline.drained()
+                    if failure == nil { pipeline.send(.checkpoint(metadata)) }
                     action = machine.diskPassedMark(failure: failure)
                 case .verify:
-                    let digest = try await verify(job, metadata: machine.position.metadata, expected: expected)
+                    let digest = try await verify(pipeline, metadata: machine.position.metadata, expected: expected)
                     computed = digest.computed
                     action = machine.digestChecked(mismatch: digest.mismatch)
                 case .place:
                     return try place(
-                        job, machine: machine, checksum: computed, expected: expected, resumedBytes: position.offset,
+                        pipeline, machine: machine, checksum: computed, expected: expected,
+                        resumedBytes: position.offset,
                         replacing: replacing ?? ownFile)
                 case .stop(let error):
-                    try await stop(job, machine.position, with: error)
+                    try await stop(pipeline, machine.position, with: error)
                 case .discard(let error):
-                    await job.drained()
-                    job.discardFiles()
+                    await pipeline.drained()
+                    pipeline.discardFiles()
                     throw error
                 }
             }
         } catch {
             // The disk may still be writing the last window: let it finish before the file is closed.
-            await job.drained()
+            await pipeline.drained()
             throw error
         }
     }

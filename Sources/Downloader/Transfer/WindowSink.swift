@@ -4,7 +4,7 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// The sink of one GET: carries out `ResponseJudge`'s verdict on the response, then sends the body to the job's disk
+/// The sink of one GET: carries out `ResponseJudge`'s verdict on the response, then sends the body to the pipeline's disk
 /// stages, counting bytes itself.
 ///
 /// It runs on the delegate queue and holds the transfer's network side (`TransferPosition`) while the request runs;
@@ -12,7 +12,7 @@ import Foundation
 /// over, save the state, write) is sent as commands in order, so one transfer's disk backlog never stalls the delegate
 /// queue that every download shares.
 final class WindowSink: TransferSink, @unchecked Sendable {
-    private let job: TransferJob
+    private let pipeline: DiskPipeline
     /// The first byte asked for.
     private let start: Int64
     /// The last byte asked for, when the request had a closed range.
@@ -54,7 +54,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private(set) var halfway: DiskFence?
     /// The most received bytes that waited for the disk at once while this response arrived.
     private(set) var peakUnwritten: Int64 = 0
-    /// `job.readBackBytes` when the response began, and whether it grew before the response ended: the hash stage
+    /// `pipeline.readBackBytes` when the response began, and whether it grew before the response ended: the hash stage
     /// fell behind, and what it had not hashed was dropped from memory to be read back.
     private var readBackAtStart: Int64 = 0
     private(set) var hashFellBehind = false
@@ -62,7 +62,8 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private(set) var respondingURL: URL?
 
     init(
-        job: TransferJob, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool, overlap: Data = Data(),
+        pipeline: DiskPipeline, position: TransferPosition, start: Int64, end: Int64?, ranged: Bool,
+        overlap: Data = Data(),
         checkpointInterval: Int64, maximumUnwritten: Int64 = Transfer.Configuration().maximumUnwrittenBytes,
         behindGrace: UInt64 = Transfer.Configuration().diskBehindGrace, grownWindowLimit: Int64? = nil,
         sameVersionOnly: Bool = false, firstRequestBudget: FirstRequestBudget? = nil
@@ -71,7 +72,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             softUnwritten: maximumUnwritten, behindGrace: behindGrace, grownLimit: grownWindowLimit,
             firstRequestBudget: firstRequestBudget)
         self.sameVersionOnly = sameVersionOnly
-        self.job = job
+        self.pipeline = pipeline
         self.position = position
         self.start = start
         self.end = end
@@ -82,17 +83,18 @@ final class WindowSink: TransferSink, @unchecked Sendable {
 
     func receive(response: URLResponse) -> RequestEnd? {
         guard let http = response as? HTTPURLResponse else {
-            return .failed(.invalidResponse(job.url, reason: "not an HTTP response"))
+            return .failed(.invalidResponse(pipeline.url, reason: "not an HTTP response"))
         }
         respondingURL = http.url
-        readBackAtStart = job.readBackBytes
+        readBackAtStart = pipeline.readBackBytes
         let request = WindowRequest(
             start: start, end: end, ranged: ranged, resumeOffset: resumeOffset, windowSize: checkpointInterval)
         var saveNow = false
-        let verdict = ResponseJudge.judge(http.head, request: request, known: position.metadata, url: job.url)
+        let verdict = ResponseJudge.judge(http.head, request: request, known: position.metadata, url: pipeline.url)
         if sameVersionOnly, let reason = Self.anotherVersion(verdict, known: position.metadata.validators) {
             return .failed(
-                .invalidResponse(job.url, reason: "the mirror \(http.url?.redactedAbsoluteString ?? "") \(reason)"))
+                .invalidResponse(pipeline.url, reason: "the mirror \(http.url?.redactedAbsoluteString ?? "") \(reason)")
+            )
         }
         switch verdict {
         case .end(let end):
@@ -104,7 +106,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             position.metadata = metadata
             expectedBodyLength = bodyLength
             position.startOver()
-            job.send(.startOver(announced: metadata.announced))
+            pipeline.send(.startOver(announced: metadata.announced))
             saveNow = checkpoint
         case .replace(let metadata, let bodyLength, let checkpoint):
             // The disk finishes what it has (an older version's bytes, rarely), then starts over. Without validators
@@ -117,11 +119,11 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             isWholeStream = true
             compared = overlap.count  // a whole body starts the file again: nothing to compare
             position.startOver()
-            job.send(.startOver(announced: metadata.announced))
+            pipeline.send(.startOver(announced: metadata.announced))
             saveNow = checkpoint
         }
         position.keepsRecentBytes = !position.metadata.validators.hasStrongETag
-        if saveNow { job.send(.checkpoint(position.metadata)) }
+        if saveNow { pipeline.send(.checkpoint(position.metadata)) }
         let metadata = position.metadata
         let resumable = metadata.rangesSupported && metadata.validators.ifRange != nil
         ruleResponse = .init(
@@ -131,14 +133,14 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         // later run could continue from it (no Range, or no validator to send as If-Range): then each save would
         // only sync the file (fdatasync stalls the writer) for bytes a rerun must fetch again anyway.
         let every = (isWholeStream && resumable) || endRule.grownLimit != nil ? checkpointInterval : nil
-        if let failure = job.send(.describe(position.metadata, checkpointEvery: every)) { return .failed(failure) }
+        if let failure = pipeline.send(.describe(position.metadata, checkpointEvery: every)) { return .failed(failure) }
         return nil
     }
 
     func receive(data chunk: Data) -> RequestEnd? {
         if let lateLimit {
             // Ended early: a byte that still arrives is kept while memory allows, never asked for again.
-            guard !droppingLate, job.unwrittenBytes + Int64(chunk.count) <= lateLimit else {
+            guard !droppingLate, pipeline.unwrittenBytes + Int64(chunk.count) <= lateLimit else {
                 droppingLate = true
                 return nil
             }
@@ -161,13 +163,13 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         if let expectedBodyLength, received + count > expectedBodyLength {
             return .failed(
                 .invalidResponse(
-                    job.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
+                    pipeline.url, reason: "the server sent more than the \(expectedBodyLength) bytes it announced"))
         }
         received += count
         position.accept(data)
-        if let failure = job.send(.write(data)) { return .failed(failure) }
-        if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = job.fence() }
-        let unwritten = job.unwrittenBytes
+        if let failure = pipeline.send(.write(data)) { return .failed(failure) }
+        if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = pipeline.fence() }
+        let unwritten = pipeline.unwrittenBytes
         peakUnwritten = max(peakUnwritten, unwritten)
         // The clock is read only while a decision needs it, not for every chunk of every request.
         let verdict = endRule.chunkArrived(received: received, unwritten: unwritten, response: ruleResponse) {
@@ -219,7 +221,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     private func diskFellBehind() -> RequestEnd {
         .failed(
             .fileSystem(
-                job.url,
+                pipeline.url,
                 reason: "the disk fell more than \(endRule.softUnwritten >> 20) MiB behind the network for over "
                     + "\(endRule.behindGrace / 1_000_000_000) s, or \(endRule.hardUnwritten >> 20) MiB at once, and this server sends the whole file in one response (it ignores Range), so the "
                     + "download cannot wait for the disk: it stops rather than hold the file in memory; try again "
@@ -239,18 +241,19 @@ final class WindowSink: TransferSink, @unchecked Sendable {
     }
 
     func complete(error: (any Error)?) -> RequestEnd {
-        if let failure = job.failure { return .failed(failure) }
-        hashFellBehind = job.readBackBytes > readBackAtStart
+        if let failure = pipeline.failure { return .failed(failure) }
+        hashFellBehind = pipeline.readBackBytes > readBackAtStart
         // Success is judged by our own accounting: every byte the Content-Range announced arrived (and was sent to
         // the disk, which reports its own errors). A transport complaint after that (a Content-Length larger than
         // the body) changes nothing.
         let gotEverything = expectedBodyLength.map { received == $0 } ?? false
         if let error, !gotEverything {
-            return .failed(TransportError.failure(error, url: job.url))
+            return .failed(TransportError.failure(error, url: pipeline.url))
         }
         if let expectedBodyLength, received < expectedBodyLength {
             return .failed(
-                .connectionFailed(job.url, reason: "the body ended after \(received) of \(expectedBodyLength) bytes"))
+                .connectionFailed(
+                    pipeline.url, reason: "the body ended after \(received) of \(expectedBodyLength) bytes"))
         }
         if isWholeStream && position.metadata.totalLength == nil { position.metadata.totalLength = position.offset }
         return .finished

@@ -1,10 +1,10 @@
 import Foundation
 
-/// What each stage of a `TransferJob` owns, as types: the disk queue's `DiskStage` and the hash queue's `HashStage`,
+/// What each stage of a `DiskPipeline` owns, as types: the disk queue's `DiskStage` and the hash queue's `HashStage`,
 /// each in a `QueueOwned` box (checked in debug builds). The shorthands below forward to them, so the stages' code
 /// reads like plain fields while every access goes through its owner's box.
-extension TransferJob {
-    /// The disk queue's state (or the transfer's, when the job is handed over).
+extension DiskPipeline {
+    /// The disk queue's state (or the transfer's, when the pipeline is handed over).
     struct DiskStage {
         /// Appends to the partial file.
         var writer: FileWriter?
@@ -27,7 +27,7 @@ extension TransferJob {
         var total: Int64?
     }
 
-    /// The hash queue's state (or the transfer's, when the job is handed over).
+    /// The hash queue's state (or the transfer's, when the pipeline is handed over).
     struct HashStage {
         /// The running hash; `nil` without hashing.
         var hash: StreamingHash?

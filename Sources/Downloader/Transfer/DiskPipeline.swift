@@ -22,7 +22,7 @@ import Foundation
 /// The network side (`Transfer` and the request's sink, see `TransferPosition`) only calls `send(_:)`, which never
 /// blocks, and reads `failure` and `unwrittenBytes`. `drained()` waits until both stages have done every command;
 /// after it, and before the first command, `Transfer.run()` may read and change every field directly.
-final class TransferJob: @unchecked Sendable {
+final class DiskPipeline: @unchecked Sendable {
     let url: URL
     /// The partial file and its saved state.
     let files: PartialFiles
@@ -50,14 +50,14 @@ final class TransferJob: @unchecked Sendable {
     private let disk: DispatchQueue
     let hasher: DispatchQueue
     /// Syncs the partial file and then saves the state that counts its bytes, in order (see `saveCheckpoint`).
-    let durable = DispatchQueue(label: "Downloader.TransferJob.durable")
+    let durable = DispatchQueue(label: "Downloader.DiskPipeline.durable")
 
     let shared: Locked<Shared>
     /// Bytes the hasher had to read back from the file so far (any thread).
     var readBackBytes: Int64 { shared.withLock { $0.readBack } }
 
-    /// The disk queue's fields and the hash queue's (`TransferJob+Stages.swift`): each stage owns its own, and
-    /// `Transfer.run()` owns both while the job is handed over (before the first command, and after `drained()`).
+    /// The disk queue's fields and the hash queue's (`DiskPipeline+Stages.swift`): each stage owns its own, and
+    /// `Transfer.run()` owns both while the pipeline is handed over (before the first command, and after `drained()`).
     let diskStage: QueueOwned<DiskStage>
     let hashStage: QueueOwned<HashStage>
     /// How the partial file's room is reserved (`reserveSpace`).
@@ -70,8 +70,8 @@ final class TransferJob: @unchecked Sendable {
         progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
         let shared = Locked(Shared())
-        let disk = DispatchQueue(label: "Downloader.TransferJob.disk")
-        let hasher = DispatchQueue(label: "Downloader.TransferJob.hash", qos: .background)
+        let disk = DispatchQueue(label: "Downloader.DiskPipeline.disk")
+        let hasher = DispatchQueue(label: "Downloader.DiskPipeline.hash", qos: .background)
         let handedOver: @Sendable () -> Bool = { shared.withLock { $0.handedOver } }
         self.shared = shared
         self.disk = disk
@@ -159,14 +159,14 @@ final class TransferJob: @unchecked Sendable {
         return fence
     }
 
-    /// Waits until both stages have done every command sent; `run()` then owns the whole job.
+    /// Waits until both stages have done every command sent; `run()` then owns the whole pipeline.
     /// - Returns: the disk error, if any.
     @discardableResult
     func drained() async -> DownloadError? {
         await fence().wait()
         await withCheckedContinuation { continuation in durable.async { continuation.resume() } }
         // The hand-off: the queues are idle, so these return at once; they order every stage's last access before the
-        // caller's next one (ThreadSanitizer does not always see that order through the continuation), and the job
+        // caller's next one (ThreadSanitizer does not always see that order through the continuation), and the pipeline
         // is the caller's until its next command (`QueueOwned`).
         disk.sync {}
         hasher.sync {}

@@ -2,7 +2,7 @@ import Foundation
 
 /// Positional writes for a download fetched in segments: the watermark (the bytes from 0 without a gap) and hashing
 /// in order as it rises, so the digest is ready when the last segment lands.
-extension TransferJob {
+extension DiskPipeline {
     /// The ranges a checkpoint lists (disk queue, or drained): those written after the watermark, when segmented.
     var segmentsToSave: [Range<Int64>]? { segmented ? beyond : nil }
 
@@ -50,7 +50,7 @@ extension TransferJob {
     /// Before the first byte is written at an offset: the saved state lists the segments (none yet), so that from now
     /// on a crash never leaves a state whose restore takes the bytes after the hashed ones for a contiguous prefix —
     /// the file then has holes where segments had not arrived (found by the chaos run: a wrong file, exit 0). Drained:
-    /// the caller owns the job.
+    /// the caller owns the pipeline.
     func beginSegments(_ metadata: ResourceMetadata) throws(DownloadError) {
         guard !segmented else { return }
         segmented = true

@@ -4,9 +4,9 @@ import Foundation
     import Glibc
 #endif
 
-/// The partial file before the job's first command, or once drained (`Transfer.run()` owns the job then), and the
+/// The partial file before the pipeline's first command, or once drained (`Transfer.run()` owns the pipeline then), and the
 /// room it needs (checked on the disk queue).
-extension TransferJob {
+extension DiskPipeline {
     /// Continues from a partial file of `length` bytes whose first `length` bytes `hash` covers.
     func resume(at length: Int64, hash: StreamingHash?) {
         self.hash = hash
@@ -30,7 +30,7 @@ extension TransferJob {
         files.removeState()
     }
 
-    /// Fails the job at once when the partial file's file system has less room than the bytes still to come (disk
+    /// Fails the pipeline at once when the partial file's file system has less room than the bytes still to come (disk
     /// queue, when the length is first known): a clear error before the download, not `ENOSPC` at its end. Bytes
     /// already on disk (the watermark and the segments after it) are not counted again.
     func checkFreeSpace(total: Int64?) {

@@ -17,7 +17,7 @@ enum HashPiece: Sendable {
 }
 
 /// The hash stage: the running hash, the saved state, and reading back what is not in memory.
-extension TransferJob {
+extension DiskPipeline {
     /// Hashes written pieces in order and saves a checkpoint when one is due (hash queue).
     func hash(_ pieces: [HashPiece]) {
         for piece in pieces {

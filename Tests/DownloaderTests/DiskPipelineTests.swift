@@ -6,15 +6,15 @@ import Testing
 
 /// The disk pipeline without a socket: commands in order, a sender that never waits for the disk, and random
 /// command sequences checked against a model of the file.
-@Suite("TransferJob disk pipeline")
-struct TransferJobTests {
+@Suite("DiskPipeline disk pipeline")
+struct DiskPipelineTests {
     let url = URL(string: "http://example.com/file.bin")!
 
     func makeJob(
         in directory: TemporaryDirectory, expectation: Checksum? = nil, hashBacklogLimit: Int64 = 8 << 20,
         progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
-    ) -> TransferJob {
-        TransferJob(
+    ) -> DiskPipeline {
+        DiskPipeline(
             url: url, files: files(in: directory), expectation: expectation, hashBacklogLimit: hashBacklogLimit,
             progress: progress)
     }
@@ -23,13 +23,13 @@ struct TransferJobTests {
         PartialFiles(folder: StateFolder(url: directory.url.appendingPathComponent("state")), url: url)
     }
 
-    func saved(_ job: TransferJob) -> PartialState? {
-        if case .valid(let state) = job.files.loadState() { return state }
+    func saved(_ pipeline: DiskPipeline) -> PartialState? {
+        if case .valid(let state) = pipeline.files.loadState() { return state }
         return nil
     }
 
-    func contents(_ job: TransferJob) -> [UInt8] {
-        Array((try? Data(contentsOf: job.files.partialURL)) ?? Data())
+    func contents(_ pipeline: DiskPipeline) -> [UInt8] {
+        Array((try? Data(contentsOf: pipeline.files.partialURL)) ?? Data())
     }
 
     func metadata(total: Int64?) -> ResourceMetadata {
@@ -39,10 +39,12 @@ struct TransferJobTests {
         return metadata
     }
 
-    /// Checks what a `kill -9` would find now (the job drained): a saved state covers a prefix of the file and its
+    /// Checks what a `kill -9` would find now (the pipeline drained): a saved state covers a prefix of the file and its
     /// hash is that prefix's.
-    func expectConsistentState(_ job: TransferJob, file: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) {
-        guard let saved = saved(job) else { return }
+    func expectConsistentState(
+        _ pipeline: DiskPipeline, file: [UInt8], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        guard let saved = saved(pipeline) else { return }
         #expect(saved.hashedLength <= Int64(file.count), sourceLocation: sourceLocation)
         guard saved.hashedLength <= Int64(file.count), let hash = saved.hash else { return }
         #expect(
@@ -55,23 +57,23 @@ struct TransferJobTests {
     func ordered() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        let job = makeJob(in: directory)
+        let pipeline = makeJob(in: directory)
         let old = Data(pseudoRandomBytes(count: 100_000, seed: 1))
         let new = Data(pseudoRandomBytes(count: 70_000, seed: 2))
-        job.send(.write(old))
-        job.send(.checkpoint(metadata(total: 100_000)))
-        job.send(.startOver(announced: []))
-        job.send(.write(new.prefix(30_000)))
-        job.send(.checkpoint(metadata(total: 70_000)))
-        job.send(.write(new.dropFirst(30_000)))
-        #expect(await job.drained() == nil)
-        job.closeFile()
-        #expect(try Data(contentsOf: job.files.partialURL) == new)
-        #expect(job.offset == 70_000 && job.hashedOffset == 70_000 && job.receivedThisRun == 170_000)
-        #expect(job.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: new).bytes))
-        let state = try #require(self.saved(job))
+        pipeline.send(.write(old))
+        pipeline.send(.checkpoint(metadata(total: 100_000)))
+        pipeline.send(.startOver(announced: []))
+        pipeline.send(.write(new.prefix(30_000)))
+        pipeline.send(.checkpoint(metadata(total: 70_000)))
+        pipeline.send(.write(new.dropFirst(30_000)))
+        #expect(await pipeline.drained() == nil)
+        pipeline.closeFile()
+        #expect(try Data(contentsOf: pipeline.files.partialURL) == new)
+        #expect(pipeline.offset == 70_000 && pipeline.hashedOffset == 70_000 && pipeline.receivedThisRun == 170_000)
+        #expect(pipeline.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: new).bytes))
+        let state = try #require(self.saved(pipeline))
         #expect(state.hashedLength == 30_000 && state.totalLength == 70_000)
-        expectConsistentState(job, file: Array(new))
+        expectConsistentState(pipeline, file: Array(new))
     }
 
     @Test("A start-over chooses the hash: the caller's algorithm, else the strongest announced, else MD5")
@@ -80,13 +82,13 @@ struct TransferJobTests {
         defer { directory.remove() }
         let sha = Checksum(algorithm: .sha256, digest: SHA256.hash(data: Data("x".utf8)).bytes)!
         let sha1 = Checksum(algorithm: .sha1, digest: SHA1.hash(data: Data("x".utf8)).bytes)!
-        let job = makeJob(in: directory)
-        job.send(.startOver(announced: [sha1, sha]))
-        await job.drained()
-        #expect(job.hash?.algorithm == .sha256)
-        job.send(.startOver(announced: []))
-        await job.drained()
-        #expect(job.hash?.algorithm == .md5)
+        let pipeline = makeJob(in: directory)
+        pipeline.send(.startOver(announced: [sha1, sha]))
+        await pipeline.drained()
+        #expect(pipeline.hash?.algorithm == .sha256)
+        pipeline.send(.startOver(announced: []))
+        await pipeline.drained()
+        #expect(pipeline.hash?.algorithm == .md5)
         let expecting = makeJob(in: directory, expectation: sha1)
         expecting.send(.startOver(announced: [sha]))
         await expecting.drained()
@@ -100,7 +102,7 @@ struct TransferJobTests {
         let entered = DispatchSemaphore(value: 0)
         let release = DispatchSemaphore(value: 0)
         let once = Locked<Bool>(true)
-        let job = makeJob(in: directory) { _, _ in
+        let pipeline = makeJob(in: directory) { _, _ in
             // The first batch's progress callback holds the disk queue, as a slow disk would.
             guard
                 once.withLock({ first in
@@ -110,21 +112,21 @@ struct TransferJobTests {
             entered.signal()
             release.wait()
         }
-        job.send(.write(Data(count: 1000)))
+        pipeline.send(.write(Data(count: 1000)))
         #expect(entered.wait(timeout: .now() + 60) == .success)
         let returned = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             // What a sink does on the delegate queue when a 200 replaces the file.
-            job.send(.startOver(announced: []))
-            job.send(.checkpoint(metadata(total: 10)))
-            job.send(.write(Data(count: 10)))
+            pipeline.send(.startOver(announced: []))
+            pipeline.send(.checkpoint(metadata(total: 10)))
+            pipeline.send(.write(Data(count: 10)))
             returned.signal()
         }
         let didReturn = returned.wait(timeout: .now() + 60) == .success
         release.signal()
         #expect(didReturn, "send blocked behind the disk")
-        #expect(await job.drained() == nil)
-        #expect(job.offset == 10 && job.hashedOffset == 10)
+        #expect(await pipeline.drained() == nil)
+        #expect(pipeline.offset == 10 && pipeline.hashedOffset == 10)
     }
 
     @Test("A write error fails later sends; fences still open and nothing is written after it")
@@ -135,12 +137,12 @@ struct TransferJobTests {
         let files = files(in: directory)
         try files.folder.open()
         try FileManager.default.createDirectory(at: files.partialURL, withIntermediateDirectories: false)
-        let job = TransferJob(url: url, files: files)
-        job.send(.write(Data(count: 10)))
-        let failure = await job.drained()
+        let pipeline = DiskPipeline(url: url, files: files)
+        pipeline.send(.write(Data(count: 10)))
+        let failure = await pipeline.drained()
         #expect(failure != nil)
-        #expect(job.send(.write(Data(count: 10))) != nil)
-        #expect(await job.drained() != nil && job.offset == 0)
+        #expect(pipeline.send(.write(Data(count: 10))) != nil)
+        #expect(await pipeline.drained() != nil && pipeline.offset == 0)
     }
 
     @Test(
@@ -152,10 +154,11 @@ struct TransferJobTests {
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
             // A small backlog now and then: written bytes then reach the hasher as counts it reads back from the file.
-            let job = makeJob(in: directory, hashBacklogLimit: seed % 3 == 0 ? 8 << 20 : Int64(seed % 7 + 1) * 9_000)
+            let pipeline = makeJob(
+                in: directory, hashBacklogLimit: seed % 3 == 0 ? 8 << 20 : Int64(seed % 7 + 1) * 9_000)
             // Durability: every state counts only bytes that were synced before it was saved (issue #22).
             let undurable = Locked<[String]>([])
-            job.willSave = { hashed, synced in
+            pipeline.willSave = { hashed, synced in
                 if hashed > synced { undurable.withLock { $0.append("hashed \(hashed) > synced \(synced)") } }
             }
             var model: [UInt8] = []
@@ -167,31 +170,31 @@ struct TransferJobTests {
                         count: Int.random(in: 0...40_000, using: &random), seed: seed * 100 + UInt64(step))
                     model += bytes
                     written += Int64(bytes.count)
-                    job.send(.write(Data(bytes)))
+                    pipeline.send(.write(Data(bytes)))
                 case 6:
                     model = []
-                    job.send(.startOver(announced: []))
+                    pipeline.send(.startOver(announced: []))
                 case 7:
-                    job.send(.checkpoint(metadata(total: Int64(model.count))))
+                    pipeline.send(.checkpoint(metadata(total: Int64(model.count))))
                 case 8:
                     let every = Int64.random(in: 1...50_000, using: &random)
-                    job.send(.describe(metadata(total: nil), checkpointEvery: every))
+                    pipeline.send(.describe(metadata(total: nil), checkpointEvery: every))
                 default:
-                    let failure = await job.drained()
+                    let failure = await pipeline.drained()
                     #expect(failure == nil, "\(String(describing: failure))")
-                    #expect(job.offset == Int64(model.count) && job.hashedOffset == job.offset)
-                    expectConsistentState(job, file: contents(job))
+                    #expect(pipeline.offset == Int64(model.count) && pipeline.hashedOffset == pipeline.offset)
+                    expectConsistentState(pipeline, file: contents(pipeline))
                 }
             }
-            #expect(await job.drained() == nil)
-            job.closeFile()
-            let file = contents(job)
+            #expect(await pipeline.drained() == nil)
+            pipeline.closeFile()
+            let file = contents(pipeline)
             // Compared as digests: a diff of two large byte arrays takes Swift Testing minutes to print.
             #expect(
                 MD5.hash(data: file) == MD5.hash(data: model), "seed \(seed): \(file.count) vs \(model.count) bytes")
-            #expect(job.receivedThisRun == written)
-            #expect(job.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: Data(model)).bytes))
-            expectConsistentState(job, file: file)
+            #expect(pipeline.receivedThisRun == written)
+            #expect(pipeline.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: Data(model)).bytes))
+            expectConsistentState(pipeline, file: file)
             #expect(undurable.withLock { $0 }.isEmpty, "seed \(seed): \(undurable.withLock { $0 })")
         }
     }
@@ -202,11 +205,11 @@ struct TransferJobTests {
             var random = SeededGenerator(seed: 700 + seed)
             let directory = try TemporaryDirectory()
             defer { directory.remove() }
-            let job = makeJob(in: directory)
+            let pipeline = makeJob(in: directory)
             let content = pseudoRandomBytes(count: Int.random(in: 1...300_000, using: &random), seed: seed)
             // A first part written from the start, then the rest in shuffled pieces.
             let first = Int.random(in: 0...min(content.count, 20_000), using: &random)
-            job.send(.write(Data(content[..<first])))
+            pipeline.send(.write(Data(content[..<first])))
             var pieces: [Range<Int>] = []
             var start = first
             while start < content.count {
@@ -216,32 +219,32 @@ struct TransferJobTests {
             }
             pieces.shuffle(using: &random)
             for piece in pieces {
-                job.send(.writeAt(Data(content[piece]), offset: Int64(piece.lowerBound)))
+                pipeline.send(.writeAt(Data(content[piece]), offset: Int64(piece.lowerBound)))
                 if Int.random(in: 0..<4, using: &random) == 0 {
-                    job.send(.checkpoint(metadata(total: Int64(content.count))))
+                    pipeline.send(.checkpoint(metadata(total: Int64(content.count))))
                 }
                 if Int.random(in: 0..<8, using: &random) == 0 {
-                    #expect(await job.drained() == nil)
-                    expectSegmentedState(job, content: content)
+                    #expect(await pipeline.drained() == nil)
+                    expectSegmentedState(pipeline, content: content)
                 }
             }
-            job.send(.checkpoint(metadata(total: Int64(content.count))))
-            #expect(await job.drained() == nil)
-            expectSegmentedState(job, content: content)
-            job.closeFile()
-            #expect(MD5.hash(data: contents(job)) == MD5.hash(data: content), "seed \(seed)")
-            #expect(job.offset == Int64(content.count) && job.hashedOffset == job.offset)
-            #expect(job.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: content).bytes))
+            pipeline.send(.checkpoint(metadata(total: Int64(content.count))))
+            #expect(await pipeline.drained() == nil)
+            expectSegmentedState(pipeline, content: content)
+            pipeline.closeFile()
+            #expect(MD5.hash(data: contents(pipeline)) == MD5.hash(data: content), "seed \(seed)")
+            #expect(pipeline.offset == Int64(content.count) && pipeline.hashedOffset == pipeline.offset)
+            #expect(pipeline.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: content).bytes))
         }
     }
 
     /// What a `kill -9` would find now: the saved hash covers a prefix of the file and every listed range holds the
     /// content's bytes.
     func expectSegmentedState(
-        _ job: TransferJob, content: [UInt8], sourceLocation: SourceLocation = #_sourceLocation
+        _ pipeline: DiskPipeline, content: [UInt8], sourceLocation: SourceLocation = #_sourceLocation
     ) {
-        guard let saved = saved(job) else { return }
-        let file = contents(job)
+        guard let saved = saved(pipeline) else { return }
+        let file = contents(pipeline)
         let hashed = Int(saved.hashedLength)
         #expect(
             hashed <= file.count && file[..<hashed].elementsEqual(content[..<hashed]), sourceLocation: sourceLocation)

@@ -1,7 +1,7 @@
 import Foundation
 
-extension TransferJob {
-    /// What the network side and both stages share: the job's one lock-protected state.
+extension DiskPipeline {
+    /// What the network side and both stages share: the pipeline's one lock-protected state.
     struct Shared: Sendable {
         /// The first write or checkpoint error. Commands after it are dropped (fences still open).
         var failure: DownloadError?
@@ -25,7 +25,7 @@ extension TransferJob {
         /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
         var hashWork: [@Sendable () -> Void] = []
         var hashScheduled = false
-        /// Whether every stage is idle and `Transfer.run()` owns the job (before the first command, and after
+        /// Whether every stage is idle and `Transfer.run()` owns the pipeline (before the first command, and after
         /// `drained()` until the next command): it may then touch the stages' fields from anywhere (`QueueOwned`).
         var handedOver = true
 
