@@ -306,28 +306,25 @@ final class ModelRun {
             requests.append(Request(url: model.resources[resource].url, options: options(for: resource).0))
         }
         let json = String(decoding: try JSONEncoder().encode(requests), as: UTF8.self)
-        let child = Process()
-        child.executableURL = ModelRun.built("downloader-model-child")
-        child.arguments = [directory.path, String(maximumActive), json]
-        let output = Pipe()
-        child.standardOutput = output
-        child.standardError = FileHandle.nullDevice
-        try child.run()
-        let signal = ChildSignal(child)
+        // SpawnedProcess, not Foundation's Process: its run() crashes now and then on Swift 6.3 (see SpawnedProcess).
+        let child = try SpawnedProcess(
+            executable: ModelRun.built("downloader-model-child"),
+            arguments: [directory.path, String(maximumActive), json],
+            environment: ProcessInfo.processInfo.environment, directory: directory)
         let target = server.statistics.bodyBytesSent + Int64.random(in: 0...400_000, using: &random)
         let killed = await server.waitUntil(timeout: .seconds(5)) { statistics in
             guard statistics.bodyBytesSent >= target else { return false }
-            signal.send(SIGKILL)  // that process only (its pid may name another once it is reaped)
+            child.send(SIGKILL)  // that process only (its pid may name another once it is reaped)
             return true
         }
         // It finished its work, or never reached the target: kill it now, if it has not exited (once reaped, its pid
         // may be another process's).
-        if !killed { signal.send(SIGKILL) }
-        await RawHTTPClient.onThread { child.waitUntilExit() }
-        trace.append("child ended \(child.terminationReason == .uncaughtSignal ? "by SIGKILL" : "by itself")")
+        if !killed { child.send(SIGKILL) }
+        let status = await RawHTTPClient.onThread { child.waitUntilExit() }
+        trace.append("child ended \(status == 128 + SIGKILL ? "by SIGKILL" : "by itself")")
         // What the child told its user counts as said (epoch 0: no manager of this process), for what it was asked.
         let position = log.withLock { $0.count }
-        let told = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let told = String(decoding: child.output.stdout, as: UTF8.self)
         for line in told.split(separator: "\n") {
             let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
             guard parts.count == 2, let url = URL(string: parts[1]) else { continue }
