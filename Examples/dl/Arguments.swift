@@ -36,7 +36,7 @@ struct Arguments {
     /// `--checksum-file`: a list the URLs are checked against, by file name.
     var checksumFile: ChecksumFile?
     var checksumOptional = false
-    var computesMD5 = true
+    var computesChecksum = true
     var headers: [String: String] = [:]
     /// `--user`/`--password`: the login for the hosts of the given URLs (over `.netrc`).
     var user: String?
@@ -147,7 +147,7 @@ struct Arguments {
                 }
                 result.md5 = text
             case "--no-md5":
-                result.computesMD5 = false
+                result.computesChecksum = false
             case "--checksum":
                 let text = try value(for: flag, inline: inline)
                 do {
@@ -327,7 +327,7 @@ struct Arguments {
             guard checksum == nil else { throw UsageError(message: "--md5 and --checksum: give one") }
             checksum = Checksum(md5: md5)
         }
-        if checksum != nil && !computesMD5 {
+        if checksum != nil && !computesChecksum {
             throw UsageError(message: "a checksum to verify and --no-md5 contradict each other")
         }
         if checksum != nil && urlCount != 1 {

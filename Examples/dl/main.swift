@@ -65,7 +65,7 @@ func downloadOptions(_ request: Arguments.Request, _ arguments: Arguments, in di
     return DownloadOptions(
         headers: headers,
         checksum: request.checksum ?? arguments.checksum ?? arguments.checksumFile?.checksum(for: request.url),
-        naming: arguments.naming, computesMD5: arguments.computesMD5, destination: destination,
+        naming: arguments.naming, computesChecksum: arguments.computesChecksum, destination: destination,
         maximumBytesPerSecond: arguments.limitRate, connections: arguments.connections, mirrors: request.mirrors)
 }
 

@@ -129,7 +129,7 @@ extension IntegrityTests {
             plain.verification
                 == .computed(Checksum(algorithm: .md5, digest: TestContent(name: "v1", size: 1000).md5.bytes)!))
         let unhashed = try await manager.download(
-            server.url("/bytes/v2?size=1000"), options: DownloadOptions(computesMD5: false))
+            server.url("/bytes/v2?size=1000"), options: DownloadOptions(computesChecksum: false))
         #expect(unhashed.verification == .lengthOnly && unhashed.checksum == nil)
         let announced = try await manager.download(server.url("/bytes/v3?size=1000&md5=1"))
         #expect(

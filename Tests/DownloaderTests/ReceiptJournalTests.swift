@@ -85,7 +85,7 @@ struct JournalLineTests {
                     }),
                 expectedMD5: Bool.random(using: &random) ? String(repeating: "a", count: 32) : nil,
                 naming: [nil, .md5OfURL, .suggested, .custom(text())].randomElement(using: &random)!,
-                computesMD5: Bool.random(using: &random),
+                computesChecksum: Bool.random(using: &random),
                 priority: [0, 0, 1, -3, Int.max].randomElement(using: &random)!,
                 destination: Bool.random(using: &random) ? URL(fileURLWithPath: "/d/\(text())/f \(index)") : nil,
                 maximumBytesPerSecond: Bool.random(using: &random) ? Int.random(in: 1...Int.max, using: &random) : nil)

@@ -379,12 +379,13 @@ extension TransferTests {
     @Test("With hashing off the file is still right but has no MD5; a hashed resume re-hashes it from byte 0")
     func hashingOff() async throws {
         let size = 200_000
-        let plain = try await transfer("/bytes/nohash?size=\(size)", options: DownloadOptions(computesMD5: false)).run()
+        let plain = try await transfer("/bytes/nohash?size=\(size)", options: DownloadOptions(computesChecksum: false))
+            .run()
         #expect(plain.md5 == nil)
         #expect(try md5OfFile(plain.fileURL) == TestContent(name: "nohash", size: size).md5)
 
         let path = "/bytes/mixed?size=\(size)&dropAt=120000"
-        _ = await runTransfer(transfer(path, options: DownloadOptions(computesMD5: false), window: 65_536))
+        _ = await runTransfer(transfer(path, options: DownloadOptions(computesChecksum: false), window: 65_536))
         let resumed = try await transfer(path, window: 65_536).run()
         #expect(resumed.resumedBytes == 120_000)
         #expect(resumed.md5 == TestContent(name: "mixed", size: size).md5)

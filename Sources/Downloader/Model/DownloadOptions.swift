@@ -32,10 +32,16 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// The naming, when a caller chose one.
     var chosenNaming: FileNaming?
     /// Whether to hash the file when no checksum is expected (default `true`): with the algorithm of a digest the
-    /// server announces (SHA-256 before SHA-1 before MD5), else MD5. Despite its name (from the MD5-only 0.x), `false`
-    /// turns off every algorithm: it saves CPU, and the file is still assembled only from validated responses, but
-    /// its content is not verified (`Verification.lengthOnly`). An expected checksum always hashes.
-    public var computesMD5: Bool
+    /// server announces (SHA-256 before SHA-1 before MD5), else MD5. `false` turns off every algorithm: it saves CPU,
+    /// and the file is still assembled only from validated responses, but its content is not verified
+    /// (`Verification.lengthOnly`). An expected checksum always hashes.
+    public var computesChecksum: Bool
+    /// The name `computesChecksum` had while MD5 was the only digest: it turns off every algorithm, not only MD5.
+    @available(*, deprecated, renamed: "computesChecksum")
+    public var computesMD5: Bool {
+        get { computesChecksum }
+        set { computesChecksum = newValue }
+    }
     /// Which waiting download starts first: higher first, ties in the manager's FIFO or LIFO order (default 0). It
     /// orders only downloads that wait for a slot; a running one is never stopped for a higher priority. A request
     /// with a higher priority than the download's raises it; a lower one leaves it.
@@ -68,14 +74,14 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// credentials). Default: none.
     public var mirrors: [URL]
 
-    /// Creates options with the defaults: no extra headers, no expected digest, `.suggested` naming (not chosen), MD5
-    /// computed.
+    /// Creates options with the defaults: no extra headers, no expected digest, `.suggested` naming (not chosen), the
+    /// file hashed.
     public init() {
         headers = [:]
         checksum = nil
         expectedMD5 = nil
         chosenNaming = nil
-        computesMD5 = true
+        computesChecksum = true
         priority = 0
         destination = nil
         maximumBytesPerSecond = nil
@@ -89,7 +95,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - checksum: the expected checksum, if known.
     ///   - expectedMD5: the expected MD5 as hex, if known (shorthand for an MD5 `checksum`).
     ///   - naming: how the completed file is named; `nil` leaves the default (`.suggested`) unchosen.
-    ///   - computesMD5: whether to hash the file (see `computesMD5`).
+    ///   - computesChecksum: whether to hash the file when no checksum is expected (see `computesChecksum`).
     ///   - priority: which waiting download starts first (see `priority`).
     ///   - destination: the exact file to write, if not a name in the completed area (see `destination`).
     ///   - maximumBytesPerSecond: a bandwidth limit for this download (see `maximumBytesPerSecond`).
@@ -97,19 +103,32 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     ///   - mirrors: other URLs of the same file (see `mirrors`).
     public init(
         headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
-        naming: FileNaming? = nil, computesMD5: Bool = true, priority: Int = 0, destination: URL? = nil,
+        naming: FileNaming? = nil, computesChecksum: Bool = true, priority: Int = 0, destination: URL? = nil,
         maximumBytesPerSecond: Int? = nil, connections: Int? = nil, mirrors: [URL] = []
     ) {
         self.headers = headers
         self.checksum = checksum
         self.expectedMD5 = expectedMD5
         self.chosenNaming = naming
-        self.computesMD5 = computesMD5
+        self.computesChecksum = computesChecksum
         self.priority = priority
         self.destination = destination
         self.maximumBytesPerSecond = maximumBytesPerSecond
         self.connections = connections
         self.mirrors = mirrors
+    }
+
+    /// Creates options, with `computesChecksum` under the name it had while MD5 was the only digest.
+    @available(*, deprecated, message: "computesMD5 is computesChecksum")
+    public init(
+        headers: [String: String] = [:], checksum: Checksum? = nil, expectedMD5: String? = nil,
+        naming: FileNaming? = nil, computesMD5: Bool, priority: Int = 0, destination: URL? = nil,
+        maximumBytesPerSecond: Int? = nil, connections: Int? = nil, mirrors: [URL] = []
+    ) {
+        self.init(
+            headers: headers, checksum: checksum, expectedMD5: expectedMD5, naming: naming,
+            computesChecksum: computesMD5, priority: priority, destination: destination,
+            maximumBytesPerSecond: maximumBytesPerSecond, connections: connections, mirrors: mirrors)
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -134,7 +153,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
         expectedMD5 = try container.decodeIfPresent(String.self, forKey: .expectedMD5)
         chosenNaming = try container.decodeIfPresent(FileNaming.self, forKey: .naming)
-        computesMD5 = try container.decodeIfPresent(Bool.self, forKey: .computesMD5) ?? true
+        computesChecksum = try container.decodeIfPresent(Bool.self, forKey: .computesMD5) ?? true
         priority = try container.decodeIfPresent(Int.self, forKey: .priority) ?? 0
         destination = try container.decodeIfPresent(String.self, forKey: .destination).map {
             URL(fileURLWithPath: $0)
@@ -150,7 +169,7 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
         try container.encodeIfPresent(checksum, forKey: .checksum)
         try container.encodeIfPresent(expectedMD5, forKey: .expectedMD5)
         try container.encodeIfPresent(chosenNaming, forKey: .naming)
-        try container.encode(computesMD5, forKey: .computesMD5)
+        try container.encode(computesChecksum, forKey: .computesMD5)  // its 1.0 key
         if priority != 0 { try container.encode(priority, forKey: .priority) }
         try container.encodeIfPresent(destination?.path, forKey: .destination)
         try container.encodeIfPresent(maximumBytesPerSecond, forKey: .maximumBytesPerSecond)
@@ -171,7 +190,7 @@ extension DownloadOptions {
         var merged = kept
         merged.headers.merge(headers) { _, asked in asked }
         if let chosenNaming { merged.chosenNaming = chosenNaming }
-        merged.computesMD5 = kept.computesMD5 || computesMD5
+        merged.computesChecksum = kept.computesChecksum || computesChecksum
         if priority != 0 { merged.priority = priority }
         if let destination { merged.destination = destination }
         if let maximumBytesPerSecond { merged.maximumBytesPerSecond = maximumBytesPerSecond }

@@ -134,8 +134,8 @@ extension DownloadOptions {
             }
             out.close()
         }
-        out.key("computesMD5")
-        out.raw(Data((computesMD5 ? "true" : "false").utf8))
+        out.key("computesMD5")  // its 1.0 key
+        out.raw(Data((computesChecksum ? "true" : "false").utf8))
         if priority != 0 {
             out.key("priority")
             out.raw(Data(String(priority).utf8))

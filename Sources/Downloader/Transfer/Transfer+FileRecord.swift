@@ -48,7 +48,7 @@ extension Transfer {
         guard
             let verification = Self.decideReuse(
                 record: file.record, probe: probe, checksum: checksum, expected: expected,
-                hashes: options.computesMD5),
+                hashes: options.computesChecksum),
             directory.claims.claim(file.url, for: url)  // else another download's now
         else { return (nil, probe) }
         let result = TransferResult(

@@ -112,7 +112,7 @@ extension Transfer {
     ///   - probe: what HEAD says now.
     ///   - checksum: the file's digest in the algorithm wanted (the recorded one, or hashed again for an expectation).
     ///   - expected: the checksum the caller expects, if any.
-    ///   - hashes: whether downloads are hashed without an expectation (`DownloadOptions.computesMD5`).
+    ///   - hashes: whether downloads are hashed without an expectation (`DownloadOptions.computesChecksum`).
     /// - Returns: how the file is verified when it answers; `nil` when it does not (it is downloaded again and
     ///   replaced once verified).
     static func decideReuse(

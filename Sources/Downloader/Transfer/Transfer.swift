@@ -142,7 +142,7 @@ final class Transfer: Sendable {
         try directory.createAreas()
         let pipeline = DiskPipeline(
             url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
-            hashesByDefault: options.computesMD5, hashBacklogLimit: configuration.hashBacklogLimit,
+            hashesByDefault: options.computesChecksum, hashBacklogLimit: configuration.hashBacklogLimit,
             checksFreeSpace: configuration.checksFreeSpace, allocation: configuration.fileAllocation,
             progress: progress)
         defer { pipeline.closeFile() }
