@@ -37,11 +37,11 @@ struct HostConnectionsTests {
     func tooMany() {
         var connections = HostConnections(cap: nil, recoveryInterval: 10 * second)
         for ticket in 1...5 { check(connections.request(ticket, host: host, rank: 0) == .go) }
-        check(connections.refused(host: host, now: 0), "four others were in flight")
+        check(connections.refused(host: host, now: 0) == .tooMany, "four others were in flight")
         #expect(connections.limit(of: host) == 4)
         check(connections.finished(host: host, now: 0) == [])
         check(connections.request(6, host: host, rank: 0) == .wait, "the refused request asks again")
-        check(connections.refused(host: host, now: 0))
+        check(connections.refused(host: host, now: 0) == .tooMany)
         #expect(connections.limit(of: host) == 3)
         check(connections.finished(host: host, now: 0) == [])
         check(connections.request(7, host: host, rank: 0) == .wait)
@@ -49,15 +49,34 @@ struct HostConnectionsTests {
         // Alone on its host, a refusal is the server's answer to it: the download's retry rules take it.
         var alone = HostConnections(cap: nil)
         check(alone.request(1, host: host, rank: 0) == .go)
-        check(!alone.refused(host: host, now: 0))
+        check(alone.refused(host: host, now: 0) == .own)
         #expect(alone.limit(of: host) == nil)
+    }
+
+    @Test("A 503 alone just after an answer there is \"settling\" (the server may still count it); later it is its own")
+    func settling() {
+        var connections = HostConnections(cap: nil, recoveryInterval: 10 * second, settleInterval: second)
+        check(connections.request(1, host: host, rank: 0) == .go)
+        check(connections.request(2, host: host, rank: 0) == .go)
+        check(connections.finished(host: host, now: 0) == [], "the first is answered")
+        check(connections.refused(host: host, now: second / 2) == .settling, "the server may still count the first")
+        #expect(connections.limit(of: host) == nil, "nothing else in flight: nothing to lower the limit to")
+        check(connections.finished(host: host, now: second / 2) == [], "a refusal's end is no answer")
+        check(connections.request(3, host: host, rank: 0) == .go)
+        check(connections.refused(host: host, now: second) == .own, "a second after the last answer: its own")
+        // Two refused at once beside one being answered: the second counts only that one.
+        var two = HostConnections(cap: nil, recoveryInterval: 10 * second)
+        for ticket in 1...3 { check(two.request(ticket, host: host, rank: 0) == .go) }
+        check(two.refused(host: host, now: 0) == .tooMany)
+        check(two.refused(host: host, now: 0) == .tooMany)
+        #expect(two.limit(of: host) == 1)
     }
 
     @Test("A lowered limit rises by one per interval without a refusal, up to the number refused, then is forgotten")
     func recovery() {
         var connections = HostConnections(cap: nil, recoveryInterval: 10 * second)
         for ticket in 1...3 { check(connections.request(ticket, host: host, rank: 0) == .go) }
-        check(connections.refused(host: host, now: 0))
+        check(connections.refused(host: host, now: 0) == .tooMany)
         #expect(connections.limit(of: host) == 2)
         check(connections.finished(host: host, now: 0) == [])
         check(connections.request(4, host: host, rank: 0) == .wait)
@@ -68,7 +87,7 @@ struct HostConnectionsTests {
         var capped = HostConnections(cap: 2, recoveryInterval: second)
         check(capped.request(1, host: host, rank: 0) == .go)
         check(capped.request(2, host: host, rank: 0) == .go)
-        check(capped.refused(host: host, now: 0))
+        check(capped.refused(host: host, now: 0) == .tooMany)
         #expect(capped.limit(of: host) == 1)
         check(capped.tick(now: 5 * second) == [])
         #expect(capped.limit(of: host) == 2)
@@ -95,9 +114,12 @@ struct HostConnectionsTests {
         for seed in seeds {
             var random = SeededGenerator(seed: seed)
             let cap = Bool.random(using: &random) ? Int.random(in: 1...4, using: &random) : nil
-            var connections = HostConnections(cap: cap, recoveryInterval: 5)
+            var connections = HostConnections(cap: cap, recoveryInterval: 5, settleInterval: 4)
             let hosts = ["h0", "h1", "h2"]
             var inFlight: [String: Int] = [:]
+            /// Of those, the refused ones (their end is no answer), and when an answered one last ended.
+            var refused: [String: Int] = [:]
+            var answered: [String: UInt64] = [:]
             var waiting: [HostConnections.Ticket: String] = [:]
             var now: UInt64 = 0
             var nextTicket = 0
@@ -136,11 +158,15 @@ struct HostConnectionsTests {
                     }
                 case 4..<7 where inFlight[host, default: 0] > 0:
                     inFlight[host, default: 0] -= 1
+                    if refused[host, default: 0] > 0 { refused[host, default: 0] -= 1 } else { answered[host] = now }
                     admitted(connections.finished(host: host, now: now), of: host)
-                case 7 where inFlight[host, default: 0] > 0:
-                    let tooMany = connections.refused(host: host, now: now)
-                    if tooMany != (inFlight[host, default: 0] > 1) {
-                        problems.append("seed \(seed): too many misjudged")
+                case 7 where inFlight[host, default: 0] > refused[host, default: 0]:
+                    refused[host, default: 0] += 1
+                    let others = inFlight[host, default: 0] - refused[host, default: 0]
+                    let expected: HostConnections.Refusal =
+                        others > 0 ? .tooMany : answered[host].map { now < $0 + 4 } == true ? .settling : .own
+                    if connections.refused(host: host, now: now) != expected {
+                        problems.append("seed \(seed): refusal misjudged, \(expected) expected")
                     }
                 case 8:
                     if let ticket = waiting.keys.randomElement(using: &random) {
@@ -161,6 +187,7 @@ struct HostConnectionsTests {
             for host in hosts {
                 while inFlight[host, default: 0] > 0 {
                     inFlight[host, default: 0] -= 1
+                    if refused[host, default: 0] > 0 { refused[host, default: 0] -= 1 }
                     admitted(connections.finished(host: host, now: now), of: host)
                 }
             }

@@ -30,4 +30,17 @@ extension HTTPTestServer {
         }
         return nil
     }
+
+    /// A request was answered: it stops counting as being answered — with `busyLinger=MS`, only MS milliseconds after
+    /// its last byte was written, as nginx frees a `limit_conn` slot when it finalises the request, which a client
+    /// may beat with its next request.
+    func endAnswer(_ head: RequestHead) {
+        guard let linger = head.query["busyLinger"].flatMap({ Int($0) }), linger > 0 else {
+            update { $0.statistics.activeRequests -= 1 }
+            return
+        }
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(linger)) {
+            self.update { $0.statistics.activeRequests -= 1 }
+        }
+    }
 }

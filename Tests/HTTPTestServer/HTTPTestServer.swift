@@ -293,7 +293,7 @@ public final class HTTPTestServer: Sendable {
                     }
                 })
             let keepOpen = write(response, to: fd) && head.keepAlive && !response.closeAfter && !response.omitLength
-            update { $0.statistics.activeRequests -= 1 }
+            endAnswer(head)
             if !keepOpen || isStopping { return }
         }
     }

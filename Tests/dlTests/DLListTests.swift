@@ -200,4 +200,23 @@ final class DLListTests: Sendable, DLFileChecks {
         for index in 0..<6 { #expect(try md5(dir.appendingPathComponent("c\(index)")) == content("c\(index)", 60000)) }
         #expect(server.statistics.refusedRequests == 0, "never a third request at once")
     }
+
+    @Test("A host that frees a connection after its last byte (nginx): a 503 just after an answer spends no retry")
+    func connectionsFreedLate() async throws {
+        // Each answered request counts 100 ms past its last byte, so requests that go as soon as dl saw one end find
+        // the host still full although dl has nothing else in flight there.
+        let busy = (0..<8).map {
+            server.url("/bytes/l\($0)?size=50000&busyAbove=2&holdUntilBusy=1&busyLinger=100").absoluteString
+        }
+        try busy.joined(separator: "\n").write(
+            to: work.appendingPathComponent("late.txt"), atomically: true, encoding: .utf8)
+        let outcome = try await DLProcess.run(
+            ["--dir", dir.path, "-q", "-j", "8", "--retries", "0", "-i", "late.txt"], in: work)
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        for index in 0..<8 { #expect(try md5(dir.appendingPathComponent("l\(index)")) == content("l\(index)", 50000)) }
+        let refused = server.statistics.refusedRequests
+        #expect(
+            refused >= 1 && refused <= 200,
+            "\(refused) refusals (about 40 here): a refused request waits for a turn or a pause, never asks in a loop")
+    }
 }

@@ -89,15 +89,21 @@ final class ConnectionGate: Sendable {
             })
     }
 
+    /// How long a request refused just after another one's end waits before it asks again (`Refusal.settling`).
+    static let settlingPause: TimeInterval = 0.25
+
     /// A request to `host` in flight, task `taskIdentifier`, was answered `503` or `429`.
     /// - Parameter retryAfter: the delay the server asked for, if any.
-    /// - Returns: whether it is "too many" (others were in flight): then the bridge ends the task without telling its
-    ///   sink, and `takeRefusal` gives its `perform` the delay.
+    /// - Returns: whether it is "too many" (others were in flight, or one ended a moment ago): then the bridge ends the
+    ///   task without telling its sink, and `takeRefusal` gives its `perform` the delay.
     func refuse(_ host: String, taskIdentifier: Int, retryAfter: TimeInterval?) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
         return state.withLock { state in
-            guard state.connections.refused(host: host, now: now) else { return false }
-            state.refusals[taskIdentifier] = retryAfter ?? 0
+            switch state.connections.refused(host: host, now: now) {
+            case .own: return false
+            case .tooMany: state.refusals[taskIdentifier] = retryAfter ?? 0
+            case .settling: state.refusals[taskIdentifier] = max(retryAfter ?? 0, Self.settlingPause)
+            }
             return true
         }
     }

@@ -9,13 +9,27 @@
 ///   and downloads under a cap finish one after another instead of all together at the end), then arrival order.
 /// - A `503` or `429` for a request while others to its host are in flight means "too many" (nginx `limit_conn`, a
 ///   CDN's per-client limit): the host's limit drops to the others, and the refused request waits for its turn
-///   again without spending its download's retries. A refusal with nothing else in flight is the server's answer to
-///   this request alone and is not "too many": the download's retry rules take it.
+///   again without spending its download's retries. So does one refused alone within `settleInterval` of another
+///   request's end there: the server may still count that one (nginx frees the slot when it finalises the request,
+///   which the next request can beat), and the refused request asks again after a pause (`Refusal.settling`).
+///   Any other refusal with nothing else in flight is the server's answer to this request alone: the download's retry
+///   rules take it.
 /// - A lowered limit rises by one every `recoveryInterval` without a new refusal, up to the number that was refused,
 ///   and is then forgotten.
 struct HostConnections: Sendable {
     /// One waiting request.
     typealias Ticket = Int
+
+    /// What a `503` or `429` means.
+    enum Refusal: Equatable, Sendable {
+        /// The server's answer to this request alone: the download's retry rules take it.
+        case own
+        /// Others were in flight: the host's limit is lowered, and the request waits for its turn.
+        case tooMany
+        /// Nothing else in flight, but a request there ended a moment ago and may still be counted: ask again after a
+        /// pause, without spending a retry.
+        case settling
+    }
 
     /// What a request must do.
     enum Admission: Equatable, Sendable {
@@ -33,6 +47,8 @@ struct HostConnections: Sendable {
         var lowered: (limit: Int, ceiling: Int, since: UInt64)?
         /// Waiting requests: ticket and rank, in the order they go.
         var waiting: [(ticket: Ticket, rank: UInt64)] = []
+        /// Refused requests whose `finished` has not come yet: their end is no answer, so it does not count as one.
+        var refusedInFlight = 0
         var isIdle: Bool { inFlight == 0 && waiting.isEmpty && lowered == nil }
     }
 
@@ -40,16 +56,23 @@ struct HostConnections: Sendable {
     let cap: Int?
     /// How long a lowered limit stays before rising by one (nanoseconds).
     let recoveryInterval: UInt64
+    /// How long after a request's end a refusal of the next one is still taken as "too many" (nanoseconds).
+    let settleInterval: UInt64
     private(set) var hosts: [String: Host] = [:]
+    /// When a request to each host last ended (uptime nanoseconds); hosts whose last end is older than
+    /// `settleInterval` are dropped once there are many.
+    private var lastEnded: [String: UInt64] = [:]
     private var waitingHosts: [Ticket: String] = [:]
 
     /// Creates the counts with no request in flight.
     /// - Parameters:
     ///   - cap: the most requests in flight per host, at least 1; `nil` for no cap.
     ///   - recoveryInterval: how long a lowered limit stays before rising by one (nanoseconds).
-    init(cap: Int?, recoveryInterval: UInt64 = 10_000_000_000) {
+    ///   - settleInterval: how long after a request's end a lone refusal still means "too many" (nanoseconds).
+    init(cap: Int?, recoveryInterval: UInt64 = 10_000_000_000, settleInterval: UInt64 = 1_000_000_000) {
         self.cap = cap.map { max(1, $0) }
         self.recoveryInterval = recoveryInterval
+        self.settleInterval = settleInterval
     }
 
     /// How many requests `host` may have in flight now; `nil` when nothing limits it.
@@ -87,6 +110,12 @@ struct HostConnections: Sendable {
     mutating func finished(host: String, now: UInt64) -> [Ticket] {
         guard var entry = hosts[host], entry.inFlight > 0 else { return [] }
         entry.inFlight -= 1
+        if entry.refusedInFlight > 0 {
+            entry.refusedInFlight -= 1
+        } else {
+            lastEnded[host] = now
+            if lastEnded.count > 256 { lastEnded = lastEnded.filter { now < $0.value + settleInterval } }
+        }
         hosts[host] = entry
         recover(host, now: now)
         return admit(host)
@@ -103,14 +132,21 @@ struct HostConnections: Sendable {
     }
 
     /// A request to `host` in flight was answered `503` or `429`.
-    /// - Returns: whether that is "too many" (others were in flight): the limit is lowered to the others. The
-    ///   caller then calls `finished` for it and asks again.
-    mutating func refused(host: String, now: UInt64) -> Bool {
-        guard var entry = hosts[host], entry.inFlight > 1 else { return false }
-        let others = entry.inFlight - 1
-        entry.lowered = (limit: min(others, entry.lowered?.limit ?? .max), ceiling: entry.inFlight, since: now)
-        hosts[host] = entry
-        return true
+    /// - Returns: what it means. For `.tooMany` the limit is lowered to the others; for `.tooMany` and `.settling` the
+    ///   caller then calls `finished` for it and asks again (after a pause for `.settling`).
+    mutating func refused(host: String, now: UInt64) -> Refusal {
+        guard var entry = hosts[host], entry.inFlight > entry.refusedInFlight else { return .own }
+        entry.refusedInFlight += 1
+        defer { hosts[host] = entry }
+        // The requests still being answered there (another refused one is no longer).
+        let others = entry.inFlight - entry.refusedInFlight
+        guard others > 0 else {
+            guard let ended = lastEnded[host], now < ended + settleInterval else { return .own }
+            return .settling
+        }
+        let ceiling = others + 1
+        entry.lowered = (limit: min(others, entry.lowered?.limit ?? .max), ceiling: ceiling, since: now)
+        return .tooMany
     }
 
     /// Time passed: lowered limits whose interval is over rise.

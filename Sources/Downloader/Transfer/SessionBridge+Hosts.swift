@@ -6,7 +6,8 @@ import Foundation
 #endif
 
 /// Connections per host over all downloads: a request waits for its host's turn (`ConnectionGate`), and a `503` or
-/// `429` while others to that host are in flight is "too many", asked again later without its sink knowing.
+/// `429` while others to that host are in flight, or just after an answer there, is "too many", asked again later
+/// without its sink knowing.
 extension SessionBridge {
     /// The longest `Retry-After` a "too many" refusal is waited for before asking again (seconds); the turn at the
     /// gate usually comes later anyway.
