@@ -39,11 +39,11 @@ struct HostConnectionsTests {
         for ticket in 1...5 { check(connections.request(ticket, host: host, rank: 0) == .go) }
         check(connections.refused(host: host, now: 0) == .tooMany, "four others were in flight")
         #expect(connections.limit(of: host) == 4)
-        check(connections.finished(host: host, now: 0) == [])
+        check(connections.finished(host: host, now: 0, ending: .refused) == [])
         check(connections.request(6, host: host, rank: 0) == .wait, "the refused request asks again")
         check(connections.refused(host: host, now: 0) == .tooMany)
         #expect(connections.limit(of: host) == 3)
-        check(connections.finished(host: host, now: 0) == [])
+        check(connections.finished(host: host, now: 0, ending: .refused) == [])
         check(connections.request(7, host: host, rank: 0) == .wait)
         check(connections.finished(host: host, now: 1) == [6], "a turn frees as a served request ends")
         // Alone on its host, a refusal is the server's answer to it: the download's retry rules take it.
@@ -60,10 +60,19 @@ struct HostConnectionsTests {
         check(connections.request(2, host: host, rank: 0) == .go)
         check(connections.finished(host: host, now: 0) == [], "the first is answered")
         check(connections.refused(host: host, now: second / 2) == .settling, "the server may still count the first")
-        #expect(connections.limit(of: host) == nil, "nothing else in flight: nothing to lower the limit to")
-        check(connections.finished(host: host, now: second / 2) == [], "a refusal's end is no answer")
+        #expect(connections.limit(of: host) == 1, "one at a time until the host settles")
+        check(connections.finished(host: host, now: second / 2, ending: .refused) == [], "a refusal's end is no answer")
         check(connections.request(3, host: host, rank: 0) == .go)
         check(connections.refused(host: host, now: second) == .own, "a second after the last answer: its own")
+        check(connections.finished(host: host, now: second, ending: .refused) == [])
+        // One answer excuses two lone refusals, no more.
+        check(connections.request(4, host: host, rank: 0) == .go)
+        check(connections.finished(host: host, now: 2 * second) == [], "answered")
+        for expected in [HostConnections.Refusal.settling, .settling, .own] {
+            check(connections.request(5, host: host, rank: 0) == .go)
+            check(connections.refused(host: host, now: 2 * second) == expected)
+            check(connections.finished(host: host, now: 2 * second, ending: .refused) == [])
+        }
         // Two refused at once beside one being answered: the second counts only that one.
         var two = HostConnections(cap: nil, recoveryInterval: 10 * second)
         for ticket in 1...3 { check(two.request(ticket, host: host, rank: 0) == .go) }
@@ -78,7 +87,7 @@ struct HostConnectionsTests {
         for ticket in 1...3 { check(connections.request(ticket, host: host, rank: 0) == .go) }
         check(connections.refused(host: host, now: 0) == .tooMany)
         #expect(connections.limit(of: host) == 2)
-        check(connections.finished(host: host, now: 0) == [])
+        check(connections.finished(host: host, now: 0, ending: .refused) == [])
         check(connections.request(4, host: host, rank: 0) == .wait)
         check(connections.tick(now: 9 * second) == [])
         check(connections.tick(now: 10 * second) == [4], "the limit rose to 3, the number refused: forgotten")
@@ -119,7 +128,7 @@ struct HostConnectionsTests {
             var inFlight: [String: Int] = [:]
             /// Of those, the refused ones (their end is no answer), and when an answered one last ended.
             var refused: [String: Int] = [:]
-            var answered: [String: UInt64] = [:]
+            var answered: [String: (ended: UInt64, excused: Int)] = [:]
             var waiting: [HostConnections.Ticket: String] = [:]
             var now: UInt64 = 0
             var nextTicket = 0
@@ -157,14 +166,22 @@ struct HostConnectionsTests {
                         waiting[ticket] = host
                     }
                 case 4..<7 where inFlight[host, default: 0] > 0:
+                    // The one that ends is a refused one, or one answered whole, or one that failed.
+                    let refusedOne =
+                        refused[host, default: 0] == inFlight[host, default: 0]
+                        || (refused[host, default: 0] > 0 && Bool.random(using: &random))
+                    let ending: HostConnections.Ending =
+                        refusedOne ? .refused : Int.random(in: 0..<4, using: &random) == 0 ? .other : .answered
                     inFlight[host, default: 0] -= 1
-                    if refused[host, default: 0] > 0 { refused[host, default: 0] -= 1 } else { answered[host] = now }
-                    admitted(connections.finished(host: host, now: now), of: host)
+                    if ending == .refused { refused[host, default: 0] -= 1 }
+                    if ending == .answered { answered[host] = (now, 0) }
+                    admitted(connections.finished(host: host, now: now, ending: ending), of: host)
                 case 7 where inFlight[host, default: 0] > refused[host, default: 0]:
                     refused[host, default: 0] += 1
                     let others = inFlight[host, default: 0] - refused[host, default: 0]
-                    let expected: HostConnections.Refusal =
-                        others > 0 ? .tooMany : answered[host].map { now < $0 + 4 } == true ? .settling : .own
+                    let excused = answered[host].map { now < $0.ended + 4 && $0.excused < 2 } == true
+                    let expected: HostConnections.Refusal = others > 0 ? .tooMany : excused ? .settling : .own
+                    if others == 0 && excused { answered[host]?.excused += 1 }
                     if connections.refused(host: host, now: now) != expected {
                         problems.append("seed \(seed): refusal misjudged, \(expected) expected")
                     }
@@ -187,8 +204,10 @@ struct HostConnectionsTests {
             for host in hosts {
                 while inFlight[host, default: 0] > 0 {
                     inFlight[host, default: 0] -= 1
-                    if refused[host, default: 0] > 0 { refused[host, default: 0] -= 1 }
-                    admitted(connections.finished(host: host, now: now), of: host)
+                    let wasRefused = refused[host, default: 0] > 0
+                    if wasRefused { refused[host, default: 0] -= 1 }
+                    admitted(
+                        connections.finished(host: host, now: now, ending: wasRefused ? .refused : .other), of: host)
                 }
             }
             if !waiting.isEmpty { problems.append("seed \(seed): \(waiting.count) requests never went") }

@@ -17,7 +17,8 @@ extension HTTPTestServer {
         guard let limit = head.query["busyAbove"].flatMap({ Int($0) }) else { return nil }
         var refused = false
         update { state in
-            guard state.statistics.activeRequests > limit else { return }
+            defer { state.lingeringAnswers = 0 }  // counted by this check only
+            guard state.statistics.activeRequests + state.lingeringAnswers > limit else { return }
             state.statistics.refusedRequests += 1
             refused = true
         }
@@ -31,16 +32,14 @@ extension HTTPTestServer {
         return nil
     }
 
-    /// A request was answered: it stops counting as being answered — with `busyLinger=MS`, only MS milliseconds after
-    /// its last byte was written, as nginx frees a `limit_conn` slot when it finalises the request, which a client
-    /// may beat with its next request.
+    /// A request was answered: it stops counting as being answered — with `busyLag=1`, only after the next
+    /// `busyAbove` check has counted it too, as nginx frees a `limit_conn` slot when it finalises the request, which a
+    /// client's next request can beat (a lag that no load stretches or shortens).
     func endAnswer(_ head: RequestHead) {
-        guard let linger = head.query["busyLinger"].flatMap({ Int($0) }), linger > 0 else {
-            update { $0.statistics.activeRequests -= 1 }
-            return
-        }
-        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(linger)) {
-            self.update { $0.statistics.activeRequests -= 1 }
+        let lags = head.query["busyLag"] == "1"
+        update { state in
+            state.statistics.activeRequests -= 1
+            if lags { state.lingeringAnswers += 1 }
         }
     }
 }

@@ -51,6 +51,8 @@ public final class HTTPTestServer: Sendable {
         var waiters: [Waiter] = []
         var nextWaiterID = 0
         var beforeChunk: (@Sendable (Int, Int) -> Void)?
+        /// Answered requests that the next `busyAbove` check still counts (`busyLag=1`).
+        var lingeringAnswers = 0
     }
 
     /// Starts a server on 127.0.0.1 at a free port.

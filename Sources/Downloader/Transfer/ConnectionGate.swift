@@ -10,8 +10,10 @@ final class ConnectionGate: Sendable {
         /// Tickets handed out whose request was not made yet, and whether their task was cancelled meanwhile.
         var pending: [HostConnections.Ticket: Bool] = [:]
         var nextTicket = 0
-        /// Requests (task identifiers) refused as "too many", with the delay the server asked for.
-        var refusals: [Int: TimeInterval] = [:]
+        /// Requests (task identifiers) refused as "too many", with how they wait before asking again.
+        var refusals: [Int: Pause] = [:]
+        /// Requests (task identifiers) answered `503` or `429`, whatever it meant, until they leave.
+        var refused: Set<Int> = []
 
         /// The continuations of `tickets`, removed.
         mutating func take(_ tickets: [HostConnections.Ticket]) -> [CheckedContinuation<Bool, Never>] {
@@ -20,6 +22,14 @@ final class ConnectionGate: Sendable {
     }
 
     private let state: Locked<State>
+
+    /// How a request refused as "too many" waits before it asks again.
+    struct Pause: Equatable {
+        /// Seconds (the server's `Retry-After`, or `settlingPause`).
+        var delay: TimeInterval
+        /// Whether it keeps its turn at the gate meanwhile (`Refusal.settling`: nothing else may go to the host).
+        var holdsTurn: Bool
+    }
 
     /// Creates a gate.
     /// - Parameters:
@@ -70,11 +80,16 @@ final class ConnectionGate: Sendable {
     }
 
     /// Gives back the connection of a request to `host` that went.
-    func leave(_ host: String) {
+    /// - Parameters:
+    ///   - taskIdentifier: its task, if it was made.
+    ///   - answered: whether its response came whole.
+    func leave(_ host: String, taskIdentifier: Int?, answered: Bool) {
         let now = DispatchTime.now().uptimeNanoseconds
         resume(
             state.withLock { state in
-                let tickets = state.connections.finished(host: host, now: now)
+                let wasRefused = taskIdentifier.map { state.refused.remove($0) != nil } ?? false
+                let ending: HostConnections.Ending = wasRefused ? .refused : answered ? .answered : .other
+                let tickets = state.connections.finished(host: host, now: now, ending: ending)
                 return state.take(tickets)
             })
     }
@@ -99,17 +114,19 @@ final class ConnectionGate: Sendable {
     func refuse(_ host: String, taskIdentifier: Int, retryAfter: TimeInterval?) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
         return state.withLock { state in
+            state.refused.insert(taskIdentifier)
             switch state.connections.refused(host: host, now: now) {
             case .own: return false
-            case .tooMany: state.refusals[taskIdentifier] = retryAfter ?? 0
-            case .settling: state.refusals[taskIdentifier] = max(retryAfter ?? 0, Self.settlingPause)
+            case .tooMany: state.refusals[taskIdentifier] = Pause(delay: retryAfter ?? 0, holdsTurn: false)
+            case .settling:
+                state.refusals[taskIdentifier] = Pause(delay: max(retryAfter ?? 0, Self.settlingPause), holdsTurn: true)
             }
             return true
         }
     }
 
-    /// Whether task `taskIdentifier` was refused as "too many", and the delay its server asked for.
-    func takeRefusal(_ taskIdentifier: Int) -> TimeInterval? {
+    /// Whether task `taskIdentifier` was refused as "too many", and how it waits before asking again.
+    func takeRefusal(_ taskIdentifier: Int) -> Pause? {
         state.withLock { $0.refusals.removeValue(forKey: taskIdentifier) }
     }
 

@@ -9,16 +9,26 @@
 ///   and downloads under a cap finish one after another instead of all together at the end), then arrival order.
 /// - A `503` or `429` for a request while others to its host are in flight means "too many" (nginx `limit_conn`, a
 ///   CDN's per-client limit): the host's limit drops to the others, and the refused request waits for its turn
-///   again without spending its download's retries. So does one refused alone within `settleInterval` of another
-///   request's end there: the server may still count that one (nginx frees the slot when it finalises the request,
-///   which the next request can beat), and the refused request asks again after a pause (`Refusal.settling`).
-///   Any other refusal with nothing else in flight is the server's answer to this request alone: the download's retry
-///   rules take it.
+///   again without spending its download's retries. So do the first two refused alone within `settleInterval` of an
+///   answer there: the server may still count the answered request (nginx frees the slot when it finalises the
+///   request, which the next request can beat), and the refused request asks again after a pause
+///   (`Refusal.settling`). Any other refusal with nothing else in flight is the server's answer to this request
+///   alone: the download's retry rules take it.
 /// - A lowered limit rises by one every `recoveryInterval` without a new refusal, up to the number that was refused,
 ///   and is then forgotten.
 struct HostConnections: Sendable {
     /// One waiting request.
     typealias Ticket = Int
+
+    /// How a request that went has ended.
+    enum Ending: Equatable, Sendable {
+        /// Its response came whole: the server may count it for a moment more.
+        case answered
+        /// It was refused (`refused` was called for it).
+        case refused
+        /// Anything else: failed, cancelled, cut short.
+        case other
+    }
 
     /// What a `503` or `429` means.
     enum Refusal: Equatable, Sendable {
@@ -26,8 +36,9 @@ struct HostConnections: Sendable {
         case own
         /// Others were in flight: the host's limit is lowered, and the request waits for its turn.
         case tooMany
-        /// Nothing else in flight, but a request there ended a moment ago and may still be counted: ask again after a
-        /// pause, without spending a retry.
+        /// Nothing else in flight, but a request there was answered a moment ago and may still be counted: the host
+        /// gets one request at a time, and this one asks again after a pause, holding its turn meanwhile, without
+        /// spending a retry.
         case settling
     }
 
@@ -47,7 +58,7 @@ struct HostConnections: Sendable {
         var lowered: (limit: Int, ceiling: Int, since: UInt64)?
         /// Waiting requests: ticket and rank, in the order they go.
         var waiting: [(ticket: Ticket, rank: UInt64)] = []
-        /// Refused requests whose `finished` has not come yet: their end is no answer, so it does not count as one.
+        /// Refused requests whose `finished` has not come yet.
         var refusedInFlight = 0
         var isIdle: Bool { inFlight == 0 && waiting.isEmpty && lowered == nil }
     }
@@ -56,20 +67,22 @@ struct HostConnections: Sendable {
     let cap: Int?
     /// How long a lowered limit stays before rising by one (nanoseconds).
     let recoveryInterval: UInt64
-    /// How long after a request's end a refusal of the next one is still taken as "too many" (nanoseconds).
+    /// How long after an answer a lone refusal is still taken as "too many" (nanoseconds).
     let settleInterval: UInt64
+    /// How many lone refusals one answer excuses.
+    static let settlingPerAnswer = 2
     private(set) var hosts: [String: Host] = [:]
-    /// When a request to each host last ended (uptime nanoseconds); hosts whose last end is older than
-    /// `settleInterval` are dropped once there are many.
-    private var lastEnded: [String: UInt64] = [:]
+    /// When a request to each host was last answered (uptime nanoseconds) and how many lone refusals were excused
+    /// since; hosts whose answer is older than `settleInterval` are dropped once there are many.
+    private var lastAnswer: [String: (ended: UInt64, excused: Int)] = [:]
     private var waitingHosts: [Ticket: String] = [:]
 
     /// Creates the counts with no request in flight.
     /// - Parameters:
     ///   - cap: the most requests in flight per host, at least 1; `nil` for no cap.
     ///   - recoveryInterval: how long a lowered limit stays before rising by one (nanoseconds).
-    ///   - settleInterval: how long after a request's end a lone refusal still means "too many" (nanoseconds).
-    init(cap: Int?, recoveryInterval: UInt64 = 10_000_000_000, settleInterval: UInt64 = 1_000_000_000) {
+    ///   - settleInterval: how long after an answer a lone refusal may still mean "too many" (nanoseconds).
+    init(cap: Int?, recoveryInterval: UInt64 = 10_000_000_000, settleInterval: UInt64 = 5_000_000_000) {
         self.cap = cap.map { max(1, $0) }
         self.recoveryInterval = recoveryInterval
         self.settleInterval = settleInterval
@@ -105,16 +118,18 @@ struct HostConnections: Sendable {
         return .wait
     }
 
-    /// A request to `host` that went has ended (or was refused): its connection is free.
+    /// A request to `host` that went has ended: its connection is free.
+    /// - Parameter ending: how it ended; an answer opens `settleInterval` for lone refusals.
     /// - Returns: the tickets that go now (each counted in flight).
-    mutating func finished(host: String, now: UInt64) -> [Ticket] {
+    mutating func finished(host: String, now: UInt64, ending: Ending = .answered) -> [Ticket] {
         guard var entry = hosts[host], entry.inFlight > 0 else { return [] }
         entry.inFlight -= 1
-        if entry.refusedInFlight > 0 {
-            entry.refusedInFlight -= 1
-        } else {
-            lastEnded[host] = now
-            if lastEnded.count > 256 { lastEnded = lastEnded.filter { now < $0.value + settleInterval } }
+        switch ending {
+        case .refused: entry.refusedInFlight = max(0, entry.refusedInFlight - 1)
+        case .answered:
+            lastAnswer[host] = (now, 0)
+            if lastAnswer.count > 256 { lastAnswer = lastAnswer.filter { now < $0.value.ended + settleInterval } }
+        case .other: break
         }
         hosts[host] = entry
         recover(host, now: now)
@@ -141,7 +156,12 @@ struct HostConnections: Sendable {
         // The requests still being answered there (another refused one is no longer).
         let others = entry.inFlight - entry.refusedInFlight
         guard others > 0 else {
-            guard let ended = lastEnded[host], now < ended + settleInterval else { return .own }
+            guard let answer = lastAnswer[host], now < answer.ended + settleInterval,
+                answer.excused < Self.settlingPerAnswer
+            else { return .own }
+            lastAnswer[host]?.excused += 1
+            // One at a time until the host settles: what else would go now would meet the same count.
+            entry.lowered = (limit: 1, ceiling: max(2, entry.lowered?.ceiling ?? 2), since: now)
             return .settling
         }
         let ceiling = others + 1

@@ -29,12 +29,27 @@ extension SessionBridge {
         while true {
             guard await gate.enter(host, rank: rank) else { return .cancelled }
             let (end, id) = await performAuthorized(unprepared, sink: sink)
-            gate.leave(host)
-            guard let id, let delay = gate.takeRefusal(id) else { return end }
-            if delay > 0 {
-                let nanoseconds = UInt64(min(delay, Self.longestTooManyDelay) * 1e9)
+            let pause = id.flatMap { gate.takeRefusal($0) }
+            let nanoseconds = UInt64(min(pause?.delay ?? 0, Self.longestTooManyDelay) * 1e9)
+            var cancelled = false
+            if let pause, pause.holdsTurn, nanoseconds > 0 {
+                do { try await Task.sleep(nanoseconds: nanoseconds) } catch { cancelled = true }
+            }
+            gate.leave(host, taskIdentifier: id, answered: Self.wasAnswered(end))
+            guard let pause, !cancelled else { return cancelled ? .cancelled : end }
+            if !pause.holdsTurn, nanoseconds > 0 {
                 do { try await Task.sleep(nanoseconds: nanoseconds) } catch { return .cancelled }
             }
+        }
+    }
+
+    /// Whether a request that ended so had a response being served, which the server may count a moment more (also
+    /// one cut short or ended to fetch the rest otherwise); failures and cancellations are not taken as answers.
+    static func wasAnswered(_ end: RequestEnd) -> Bool {
+        switch end {
+        case .failed, .cancelled: return false
+        case .finished, .restartFromZero, .unsatisfiable, .diskBehind, .cutShort, .wholeWithoutRanges, .unreliableETag:
+            return true
         }
     }
 
