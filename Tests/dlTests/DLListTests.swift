@@ -177,27 +177,16 @@ final class DLListTests: Sendable, DLFileChecks {
     @Test("A host that serves two at once: every file, no retry spent; --max-connections-per-host 2 never asks a third")
     func connectionsPerHost() async throws {
         // nginx `limit_conn 2`: a third request at once is refused with 503; accepted ones are held until one is.
-        let busy = (0..<8).map { server.url("/bytes/h\($0)?size=100000&busyAbove=2&holdUntilBusy=1").absoluteString }
-        try busy.joined(separator: "\n").write(
-            to: work.appendingPathComponent("busy.txt"), atomically: true, encoding: .utf8)
-        let outcome = try await DLProcess.run(
-            ["--dir", dir.path, "-q", "-j", "8", "--retries", "0", "-i", "busy.txt"], in: work)
-        #expect(outcome.status == 0, "\(outcome.stderr)")
-        for index in 0..<8 { #expect(try md5(dir.appendingPathComponent("h\(index)")) == content("h\(index)", 100000)) }
+        let busy = (0..<8).map { server.url("/bytes/h\($0)?size=100000&busyAbove=2&holdUntilBusy=1") }
+        let outcome = try await runList("busy.txt", busy, options: ["-j", "8", "--retries", "0"])
+        try expectDelivered(outcome, "h", count: 8, size: 100000)
         #expect(server.statistics.refusedRequests >= 1)
 
-        let capped = (0..<6).map { server.url("/bytes/c\($0)?size=60000&rate=300000&busyAbove=2").absoluteString }
-        try capped.joined(separator: "\n").write(
-            to: work.appendingPathComponent("capped.txt"), atomically: true, encoding: .utf8)
+        let capped = (0..<6).map { server.url("/bytes/c\($0)?size=60000&rate=300000&busyAbove=2") }
         server.resetStatistics()
-        let limited = try await DLProcess.run(
-            [
-                "--dir", dir.path, "-q", "-j", "6", "--retries", "0", "--max-connections-per-host", "2", "-i",
-                "capped.txt",
-            ],
-            in: work)
-        #expect(limited.status == 0, "\(limited.stderr)")
-        for index in 0..<6 { #expect(try md5(dir.appendingPathComponent("c\(index)")) == content("c\(index)", 60000)) }
+        let limited = try await runList(
+            "capped.txt", capped, options: ["-j", "6", "--retries", "0", "--max-connections-per-host", "2"])
+        try expectDelivered(limited, "c", count: 6, size: 60000)
         #expect(server.statistics.refusedRequests == 0, "never a third request at once")
     }
 
@@ -205,18 +194,28 @@ final class DLListTests: Sendable, DLFileChecks {
     func connectionsFreedLate() async throws {
         // Each answered request is still counted by the next request's check, so a request that goes as soon as dl
         // saw one end finds the host full although dl may have nothing else in flight there.
-        let busy = (0..<8).map {
-            server.url("/bytes/l\($0)?size=50000&busyAbove=1&holdUntilBusy=1&busyLag=1").absoluteString
-        }
-        try busy.joined(separator: "\n").write(
-            to: work.appendingPathComponent("late.txt"), atomically: true, encoding: .utf8)
-        let outcome = try await DLProcess.run(
-            ["--dir", dir.path, "-q", "-j", "8", "--retries", "0", "-i", "late.txt"], in: work)
-        #expect(outcome.status == 0, "\(outcome.stderr)")
-        for index in 0..<8 { #expect(try md5(dir.appendingPathComponent("l\(index)")) == content("l\(index)", 50000)) }
+        let late = (0..<8).map { server.url("/bytes/l\($0)?size=50000&busyAbove=1&holdUntilBusy=1&busyLag=1") }
+        let outcome = try await runList("late.txt", late, options: ["-j", "8", "--retries", "0"])
+        try expectDelivered(outcome, "l", count: 8, size: 50000)
         let refused = server.statistics.refusedRequests
         #expect(
             refused >= 1 && refused <= 200,
-            "\(refused) refusals (about 40 here): a refused request waits for a turn or a pause, never asks in a loop")
+            "\(refused) refusals: a refused request waits for a turn or a pause, never asks in a loop")
+    }
+
+    /// Checks that `dl` ended well and that the files `prefix` + 0..<`count` hold their `size` bytes.
+    private func expectDelivered(_ outcome: DLProcess.Outcome, _ prefix: String, count: Int, size: Int) throws {
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        for index in 0..<count {
+            #expect(try md5(dir.appendingPathComponent("\(prefix)\(index)")) == content("\(prefix)\(index)", size))
+        }
+    }
+
+    /// Writes `urls` to a list named `name` in the work folder and runs `dl -q` over it with `options`.
+    /// - Returns: how `dl` ended.
+    private func runList(_ name: String, _ urls: [URL], options: [String]) async throws -> DLProcess.Outcome {
+        try urls.map(\.absoluteString).joined(separator: "\n").write(
+            to: work.appendingPathComponent(name), atomically: true, encoding: .utf8)
+        return try await DLProcess.run(["--dir", dir.path, "-q"] + options + ["-i", name], in: work)
     }
 }
