@@ -14,9 +14,6 @@ extension DownloadManager.StateMachine {
             queue = WaitingQueue(prioritization: prioritization)
         }
 
-        /// How many downloads wait for a slot.
-        var waitingCount: Int { queue.count }
-
         /// Changes how many slots may be in use (at least one).
         mutating func setLimit(_ newLimit: Int) {
             limit = max(1, newLimit)

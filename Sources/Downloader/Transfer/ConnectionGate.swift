@@ -82,7 +82,7 @@ final class ConnectionGate: Sendable {
     /// Gives back the connection of a request to `host` that went.
     /// - Parameters:
     ///   - taskIdentifier: its task, if it was made.
-    ///   - answered: whether its response came whole.
+    ///   - answered: whether it had a response being served (`SessionBridge.wasAnswered`).
     func leave(_ host: String, taskIdentifier: Int?, answered: Bool) {
         let now = DispatchTime.now().uptimeNanoseconds
         resume(
@@ -104,13 +104,14 @@ final class ConnectionGate: Sendable {
             })
     }
 
-    /// How long a request refused just after another one's end waits before it asks again (`Refusal.settling`).
+    /// How long a request refused alone just after an answer waits, keeping its turn, before it asks again
+    /// (`Refusal.settling`).
     static let settlingPause: TimeInterval = 0.25
 
     /// A request to `host` in flight, task `taskIdentifier`, was answered `503` or `429`.
     /// - Parameter retryAfter: the delay the server asked for, if any.
-    /// - Returns: whether it is "too many" (others were in flight, or one ended a moment ago): then the bridge ends the
-    ///   task without telling its sink, and `takeRefusal` gives its `perform` the delay.
+    /// - Returns: whether it is "too many" (others were in flight, or one was answered a moment ago): then the bridge
+    ///   ends the task without telling its sink, and `takeRefusal` gives its `perform` the pause.
     func refuse(_ host: String, taskIdentifier: Int, retryAfter: TimeInterval?) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
         return state.withLock { state in

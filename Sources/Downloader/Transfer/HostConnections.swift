@@ -22,11 +22,12 @@ struct HostConnections: Sendable {
 
     /// How a request that went has ended.
     enum Ending: Equatable, Sendable {
-        /// Its response came whole: the server may count it for a moment more.
+        /// It had a response being served (whole, or ended early to fetch the rest otherwise): the server may count it
+        /// for a moment more.
         case answered
         /// It was refused (`refused` was called for it).
         case refused
-        /// Anything else: failed, cancelled, cut short.
+        /// Anything else: failed or cancelled.
         case other
     }
 
