@@ -10,8 +10,12 @@ import Foundation
 
 /// Turns SIGINT, SIGTERM and SIGHUP (the terminal or ssh session closed) into a clean stop: every download is
 /// suspended and the receipts are saved before the process exits with 130, 143 or 129 (128 + the signal), so the same
-/// command resumes later. A second signal exits immediately.
+/// command resumes later. A second signal exits immediately, and so does a stop that has not ended after
+/// `stopDeadline` seconds: what is saved then is what `kill -9` would leave, which a rerun continues as well.
 final class SignalHandler: @unchecked Sendable {
+    /// How long a clean stop may take before the process exits anyway (the run must end within 5 s of a signal).
+    static let stopDeadline = 4.0
+
     private let manager: DownloadManager
     private let renderer: ProgressRenderer
     private let directory: URL
@@ -56,14 +60,40 @@ final class SignalHandler: @unchecked Sendable {
         let second = stopping
         stopping = true
         lock.unlock()
-        if second { exit(status) }
+        if second { Self.exitNow(status) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.stopDeadline) { [self] in
+            guard takeExit() else { return }
+            onStop()
+            renderer.printError(
+                "dl: stopped before every download had settled; what was saved is resumed by the same command")
+            Self.exitNow(status)
+        }
         Task {
             renderer.freeze()  // the last progress stays on screen
             await manager.shutdown()
+            guard takeExit() else { return }
             onStop()
             renderer.printError(Self.stopMessage(directory: directory, state: stateDirectory))
-            exit(status)
+            Self.exitNow(status)
         }
+    }
+
+    private var exiting = false
+
+    /// Whether this caller is the one that ends the process (the clean stop or its deadline, whichever comes first).
+    private func takeExit() -> Bool {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !exiting else { return false }
+        exiting = true
+        return true
+    }
+
+    /// Ends the process with `status` once its output is flushed. `_exit`, not `exit`: URLSession's threads may still
+    /// be at work, and exit's static destructors must not run under them.
+    private static func exitNow(_ status: Int32) -> Never {
+        fflush(nil)
+        _exit(status)
     }
 
     /// What a stop says: where the state is and that the same command resumes — and which downloads it cannot

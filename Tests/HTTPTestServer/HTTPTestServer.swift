@@ -320,9 +320,10 @@ public final class HTTPTestServer: Sendable {
         if response.omitBody { return true }
         let total = response.body.count
         let limit = response.dropAfter.map { min($0, total) } ?? total
-        let chunkCapacity = 65_536
+        let chunkCapacity = response.unfilled ? 1 << 20 : 65_536
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkCapacity, alignment: 8)
         defer { buffer.deallocate() }
+        if response.unfilled, case .content(let content, _) = response.body { content.fill(buffer, from: 0) }
         let started = DispatchTime.now().uptimeNanoseconds
         var sent = 0
         var stalled = false
@@ -347,6 +348,8 @@ public final class HTTPTestServer: Sendable {
                 bytes.withUnsafeBytes {
                     chunk.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0[sent..<sent + count]))
                 }
+            case .content where response.unfilled:
+                break  // the block filled once
             case .content(let content, let range):
                 content.fill(chunk, from: range.lowerBound + sent)
             }

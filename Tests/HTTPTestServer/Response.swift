@@ -44,6 +44,9 @@ struct Response {
     var gate: (name: String, size: Int)?
     /// Before each chunk of the body, call the server's `beforeChunk` hook (a test paces the response by an event).
     var paced = false
+    /// Write the body from one block of 1 MiB filled once, as fast as the socket takes it: not the resource's bytes,
+    /// a body as fast as a real server's (for an endless body a signal must end).
+    var unfilled = false
 
     init(status: Int, headers: [(String, String)] = [], body: Body = .none) {
         self.status = status

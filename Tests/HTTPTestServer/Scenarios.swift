@@ -319,6 +319,8 @@ enum Router {
         if isGet { response.trickleAfter = int("trickleAfter") }
         // paced=1: before each chunk of a GET's body, the server calls `beforeChunk` (see there).
         if isGet { response.paced = options["paced"] == "1" }
+        // fast=1: the body from one block filled once, in 1 MiB writes (not the resource's bytes).
+        if isGet { response.unfilled = options["fast"] == "1" }
         if options["nospace"] == "1" { response.headerSeparator = ":" }
         return response
     }

@@ -55,8 +55,11 @@ extension DownloadManager {
             var download = SavedDownload(
                 url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)
             download.needsCredentials = entry.credentialsNotSaved == true
-            if state != .completed && onDisk > 0 {
-                download.resumable = Self.isResumable(layout.stateFile(for: entry.url), url: entry.url)
+            // A partial file without a usable state cannot be continued; a state without bytes says what its server
+            // is (the bytes of one that ignores Range are not kept).
+            let stateFile = layout.stateFile(for: entry.url)
+            if state != .completed && (onDisk > 0 || FileManager.default.fileExists(atPath: stateFile.path)) {
+                download.resumable = Self.isResumable(stateFile, url: entry.url)
             }
             downloads.append(download)
         }

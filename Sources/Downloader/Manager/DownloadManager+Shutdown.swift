@@ -11,6 +11,9 @@ extension DownloadManager {
     /// manager accepts no work afterwards; callers still waiting get `DownloadError.cancelled`, and every `events()`
     /// stream finishes.
     public func shutdown() async {
+        // Nothing follows the transfers now: none waits for URLSession to confirm a cancel, which a body arriving
+        // faster than the process takes it can hold for minutes.
+        if !machine.isShuttingDown { bridge.answerClosedRequestsAtOnce() }
         apply(machine.shutdown())
         if !machine.hasShutDown {
             await withCheckedContinuation { shutdownWaiters.append($0) }

@@ -30,6 +30,24 @@ extension DiskPipeline {
         files.removeState()
     }
 
+    /// Gives up the partial file of a body no later request can continue (the server ignores Range: the next request
+    /// streams the whole file from byte 0 whatever is on disk). What still waits to be written, hashed or synced is
+    /// dropped rather than carried out, so a stop takes no longer than the writes already under way however far the
+    /// disk or the hash fell behind a fast body; the bytes are deleted unsynced; a state without bytes stays, saying
+    /// what the server is (`DownloadManager.savedDownloads`: "not resumable").
+    /// - Parameter metadata: the resource as the last response described it.
+    func abandon(_ metadata: ResourceMetadata) async {
+        shared.withLock { $0.abandoned = true }
+        await drained()
+        discardFiles()
+        let state = PartialState(
+            url: url, hashedLength: 0, hash: nil, validators: metadata.validators, totalLength: metadata.totalLength,
+            rangesSupported: false, suggestedFilename: metadata.suggestedFilename, announced: metadata.announced,
+            restartedAfterMismatch: metadata.restartedAfterMismatch, ignoresETag: metadata.ignoresETag, segments: nil,
+            file: nil, boot: Boot.identifier)
+        try? files.saveState(state)
+    }
+
     /// Fails the pipeline at once when the partial file's file system has less room than the bytes still to come (disk
     /// queue, when the length is first known): a clear error before the download, not `ENOSPC` at its end. Bytes
     /// already on disk (the watermark and the segments after it) are not counted again.

@@ -31,7 +31,7 @@ extension DiskPipeline {
                     $0.changeBuffered(by: -Int64(chunk.count))
                 }
             case .fromFile(let count):
-                guard failure == nil else { return }
+                guard failure == nil, !isAbandoned else { return }
                 hashRange(from: hashedOffset, to: hashedOffset + count, memory: Data())
             }
         }
@@ -127,7 +127,7 @@ extension DiskPipeline {
     /// identity as it is now, and saved on the durable queue once the file is synced (the sync of one window
     /// overlaps hashing and receiving the next; states are saved in order).
     func saveCheckpoint(segments: [Range<Int64>]?) {
-        guard failure == nil else { return }
+        guard failure == nil, !isAbandoned else { return }
         let synced: Int32
         let state: PartialState
         do throws(DownloadError) {
@@ -138,7 +138,7 @@ extension DiskPipeline {
         }
         checkpointOffset = hashedOffset
         durable.async { [self] in
-            guard failure == nil else { return closeSynced(synced) }
+            guard failure == nil, !isAbandoned else { return closeSynced(synced) }
             do throws(DownloadError) {
                 try finishCheckpoint(state, synced: synced)
             } catch {

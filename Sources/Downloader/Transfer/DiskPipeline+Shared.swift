@@ -5,6 +5,9 @@ extension DiskPipeline {
     struct Shared: Sendable {
         /// The first write or checkpoint error. Commands after it are dropped (fences still open).
         var failure: DownloadError?
+        /// Whether the partial file is given up (`abandon`): what still waits to be written, hashed or synced is
+        /// dropped (fences still open).
+        var abandoned = false
         /// Commands sent and not yet taken by the disk queue.
         var commands: [DiskCommand] = []
         /// Whether a drain of `commands` is scheduled on the disk queue.

@@ -97,6 +97,9 @@ final class DiskPipeline: @unchecked Sendable {
     /// The first disk error, if any (any thread).
     var failure: DownloadError? { shared.withLock { $0.failure } }
 
+    /// Whether the partial file was given up (`abandon`; any thread).
+    var isAbandoned: Bool { shared.withLock { $0.abandoned } }
+
     /// The most bytes that were ever sent and not yet written and hashed: the memory the pipeline held.
     var peakBufferedBytes: Int64 { shared.withLock { $0.peakBuffered } }
 
@@ -265,7 +268,7 @@ final class DiskPipeline: @unchecked Sendable {
             writesProgressed.broadcast()
         }
         var written: Int64 = 0
-        if failure == nil {
+        if failure == nil && !isAbandoned {
             do throws(DownloadError) {
                 try openWriter()
                 let outcome = writer!.append(writes, downloadURL: url)

@@ -62,6 +62,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     struct State {
         var entries: [Int: Entry] = [:]
         var invalidated = false
+        /// Whether a closed request's caller is answered without waiting for its task to complete
+        /// (`answerClosedRequestsAtOnce()`).
+        var answersClosedAtOnce = false
         var warm: WarmConnections
     }
 
@@ -182,20 +185,54 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// control queue. The waiting caller gets `end` when URLSession reports the task complete, so that whatever
     /// follows (a retry, the next download in the queue) never overlaps the old connection.
     func close(taskIdentifier id: Int, with end: RequestEnd) {
-        guard let task = markClosed(id, with: end) else { return }
+        let (task, answerNow) = markClosed(id, with: end)
+        if answerNow { answerOnDelegateQueue(id) }
+        guard let task else { return }
         controlQueue.async { task.cancel() }
     }
 
     /// Marks a request closed and remembers how it ended.
-    /// - Returns: the task to cancel now; `nil` when it was closed already or the cancel must wait for the end of a
-    ///   redirect.
-    private func markClosed(_ id: Int, with end: RequestEnd) -> URLSessionDataTask? {
-        state.withLock { state -> URLSessionDataTask? in
-            guard var entry = state.entries[id] else { return nil }
+    /// - Returns: the task to cancel now (`nil` when it was closed already or the cancel must wait for the end of a
+    ///   redirect), and whether its caller is answered without waiting for the task (`answerClosedRequestsAtOnce()`).
+    private func markClosed(_ id: Int, with end: RequestEnd) -> (task: URLSessionDataTask?, answerNow: Bool) {
+        state.withLock { state -> (URLSessionDataTask?, Bool) in
+            guard var entry = state.entries[id] else { return (nil, false) }
             let cancelNow = entry.request.close(
                 with: end, now: DispatchTime.now().uptimeNanoseconds, keepingData: entry.sink.keepsData(after: end))
             state.entries[id] = entry
-            return cancelNow ? entry.task : nil
+            return (cancelNow ? entry.task : nil, state.answersClosedAtOnce)
+        }
+    }
+
+    /// From now on (a shutdown), the caller of a closed request is answered as soon as the delegate queue has passed
+    /// the request's events already queued, without waiting for URLSession to complete the task; requests closed
+    /// already are answered so too.
+    ///
+    /// While a body arrives faster than the process takes it, libcurl's queue is never idle, and `cancel()` waits for
+    /// it (measured: up to 115 s): a stop must not wait for that. Nothing follows these requests, so the rule that a
+    /// closed request's end waits for its task (no overlap with the next request) has nothing to protect; the late
+    /// events of the task find no entry and are dropped.
+    func answerClosedRequestsAtOnce() {
+        let closed = state.withLock { state -> [Int] in
+            state.answersClosedAtOnce = true
+            return state.entries.filter { !$0.value.request.isOpen }.map(\.key)
+        }
+        for id in closed { answerOnDelegateQueue(id) }
+    }
+
+    /// Answers a closed request's caller with its end once the delegate queue has passed every event queued before
+    /// (the sink is then done with it: later events find no entry).
+    private func answerOnDelegateQueue(_ id: Int) {
+        delegateQueue.addOperation { [self] in
+            let ended = state.withLock { state -> (CheckedContinuation<RequestEnd, Never>?, RequestEnd, URL)? in
+                guard let entry = state.entries[id], let end = entry.request.pendingEnd else { return nil }
+                state.entries[id] = nil
+                state.warm.requestEnded(
+                    origin: entry.originalURL.origin, reusable: false, now: DispatchTime.now().uptimeNanoseconds)
+                return (entry.continuation, end, entry.originalURL)
+            }
+            guard let (continuation, end, _) = ended else { return }
+            continuation?.resume(returning: end)
         }
     }
 

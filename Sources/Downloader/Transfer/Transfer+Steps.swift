@@ -110,10 +110,16 @@ extension Transfer {
     }
 
     /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run (or, when no byte
-    /// arrived — a 404, a refused connection — leaves nothing behind) and throws.
+    /// arrived — a 404, a refused connection — leaves nothing behind) and throws. Bytes of a server that ignores
+    /// Range are worth nothing to a later request (it streams the file from byte 0 again): they are given up at once,
+    /// neither written to the end, hashed nor synced (`DiskPipeline.abandon`).
     func stop(
         _ pipeline: DiskPipeline, _ position: TransferPosition, with error: DownloadError
     ) async throws(DownloadError) -> Never {
+        if !position.metadata.rangesSupported {
+            await pipeline.abandon(position.metadata)
+            throw error
+        }
         let diskFailure = await pipeline.drained()
         if pipeline.offset == 0 {
             pipeline.discardFiles()
