@@ -108,6 +108,35 @@ final class DownloadManagerLifecycleTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("A request after shutdown() is refused with DownloadError.shutDown and logged, never dropped (issue #48)")
+    func requestAfterShutdown() async throws {
+        let records = Locked<[DownloadLogRecord]>([])
+        var configuration = DownloadManager.Configuration.forTests(directory: temporary.url)
+        configuration.log = { record in records.withLock { $0.append(record) } }
+        let manager = try DownloadManager(configuration: configuration)
+        await manager.shutdown()
+        let url = server.url("/bytes/late?size=1000")
+        await #expect(throws: DownloadError.shutDown) { try await manager.download(url) }
+        let answered = Locked<Result<DownloadReceipt, DownloadError>?>(nil)
+        let receipt = await manager.enqueue(
+            server.url("/bytes/later?size=1000"),
+            completion: { result in
+                answered.withLock { $0 = result }
+            })
+        #expect(receipt.state == .failed && receipt.error == .shutDown, "\(receipt)")
+        // Answered at once: no transfer, no wait (a deadline, not a delay).
+        let deadline = ContinuousClock.now + .seconds(1)
+        while answered.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))
+        }
+        #expect(answered.withLock { $0 } == .failure(.shutDown))
+        // Without a completion, the refusal is still said: in the log.
+        await manager.enqueue(server.url("/bytes/latest?size=1000"))
+        let refusals = records.withLock { $0 }.filter { $0.metadata["error"] == "shutDown" }
+        #expect(refusals.count == 3, "\(records.withLock { $0 })")
+        #expect(server.requests.isEmpty)
+    }
+
     @Test("suspend() ends every download() waiting for the URL with DownloadError.suspended")
     func suspendEndsWaiters() async throws {
         let manager = try makeManager()

@@ -258,9 +258,14 @@ struct DownloadManagerStateMachineTests {
         let actions = machine.shutdown()
         #expect(actions.contains(.cancel("a", 1)) && actions.contains(.fail([1], "a", .shutDown)))
         #expect(actions.contains(.fail([2], "b", .shutDown)) && !actions.contains(.shutDownCompleted))
+        // A request after it is refused (issue #48): its waiter is told, and so is the log.
         #expect(
             machine.request("c", expectation: nil, waiter: 3, completedFileIsIntact: false) == [
-                .fail([3], "c", .shutDown)
+                .warn("c", .afterShutdown), .fail([3], "c", .afterShutdown),
+            ])
+        #expect(
+            machine.request("d", expectation: nil, waiter: nil, completedFileIsIntact: false) == [
+                .warn("d", .afterShutdown)
             ])
         let ended = machine.transferEnded("a", generation: 1, .cancelled)
         #expect(ended == [.publish("a", .suspended), .shutDownCompleted])

@@ -19,7 +19,8 @@ extension DownloadManager {
             case .warn(let url, .error(let error)):
                 emit(.warning(url, reason: "the new version was not kept, the completed file stays: \(error.reason)"))
             case .warn(let url, let failure):
-                emit(.warning(url, reason: error(for: failure, of: url).reason))
+                let error = error(for: failure, of: url)
+                emit(.warning(url, reason: error.reason), logging: .warning(error, about: url))
             case .publish(let url, let state):
                 publish(url, state)
             case .recordFailure(let url, let error):
@@ -269,6 +270,7 @@ extension DownloadManager {
         case .suspended: return .suspended(url)
         case .removed: return .cancelled(url, reason: "the download was removed")
         case .shutDown: return .cancelled(url, reason: "the manager shut down")
+        case .afterShutdown: return .shutDown(url)
         case .waiterCancelled: return .cancelled(url)
         case .mismatch(let expected, let actual): return .checksumMismatch(url, expected: expected, actual: actual)
         case .conflict(let kept, let requested): return .checksumConflict(url, kept: kept, requested: requested)

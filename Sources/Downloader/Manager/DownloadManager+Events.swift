@@ -56,8 +56,11 @@ extension DownloadManager {
 
     /// Tells every subscriber that follows the event's download, or every download; a download's own streams end
     /// with its completion, failure or removal.
-    func emit(_ event: DownloadEvent) {
-        if let log = configuration.log, let record = DownloadLogRecord(event) { log(record) }
+    /// - Parameters:
+    ///   - event: what happened.
+    ///   - record: what the log gets instead of the event's own record (one with more detail).
+    func emit(_ event: DownloadEvent, logging record: DownloadLogRecord? = nil) {
+        if let log = configuration.log, let record = record ?? DownloadLogRecord(event) { log(record) }
         let url = event.url
         let ends: Bool
         switch event {

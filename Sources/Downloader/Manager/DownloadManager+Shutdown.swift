@@ -8,7 +8,9 @@ import Foundation
 /// unfinished.
 extension DownloadManager {
     /// Suspends everything, waits for the transfers to stop, saves the receipts and invalidates the session. The
-    /// manager accepts no work afterwards; callers still waiting get `DownloadError.cancelled`, and every `events()`
+    /// manager accepts no work afterwards: a later request fails at once with `DownloadError.shutDown` (and a log
+    /// record), and `enqueue` returns a failed receipt saying so. Callers still waiting get `DownloadError.cancelled`,
+    /// and every `events()`
     /// stream finishes.
     public func shutdown() async {
         // Nothing follows the transfers now: none waits for URLSession to confirm a cancel, which a body arriving

@@ -54,7 +54,10 @@ extension DownloadManager.StateMachine {
         case error(DownloadError)
         case suspended
         case removed
+        /// The manager shut down while the waiter waited.
         case shutDown
+        /// The request came after the shutdown began: nothing was started for it.
+        case afterShutdown
         /// The waiter's own task was cancelled.
         case waiterCancelled
         case mismatch(expected: Checksum, actual: Checksum)

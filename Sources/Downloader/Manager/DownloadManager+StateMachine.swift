@@ -114,7 +114,10 @@ extension DownloadManager {
             _ key: Key, expectation: Checksum?, priority: Int = 0, waiter: WaiterID?, completedFileIsIntact: Bool
         ) -> [Action] {
             let waiting = waiter.map { Waiter(id: $0, expectation: expectation) }
-            if isShuttingDown { return waiting.map { [.fail([$0.id], key, .shutDown)] } ?? [] }
+            // Refused, and said also with nobody to tell (a warning, hence a log record): never dropped silently.
+            if isShuttingDown {
+                return [.warn(key, .afterShutdown)] + (waiting.map { [.fail([$0.id], key, .afterShutdown)] } ?? [])
+            }
             var entry = entries[key] ?? Entry()
             var actions: [Action] = []
             entry.pausedWhileVerifying = false  // a request lifts a caller's pause, as it resumes a suspended download

@@ -225,7 +225,7 @@ public actor DownloadManager {
     ///   - options: headers, expected checksum, naming, destination, … (see above for a download that exists).
     /// - Returns: the completed receipt; `fileURL` is the verified file.
     /// - Throws: `DownloadError` when the download fails, is suspended (`.suspended`) or removed, or the manager
-    ///   shuts down (`.cancelled`); `.checksumMismatch` when the file is not the one this caller expected, or this
+    ///   shuts down (`.cancelled`), or had shut down before this request (`.shutDown`: nothing was started); `.checksumMismatch` when the file is not the one this caller expected, or this
     ///   caller's checksum contradicts the one the unfinished download expects; `CancellationError` when the calling
     ///   task is cancelled (the download is then suspended, unless another caller still waits for it).
     public func download(_ url: URL, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
@@ -259,11 +259,12 @@ public actor DownloadManager {
     ///   - progress: called with the receipt as bytes arrive (at most 10 times a second), until the download stops.
     ///     A slow callback gets the newest receipt next (calls are coalesced, never queued without bound).
     ///   - completion: called once, after the last progress call, when the download completes, fails, is suspended
-    ///     or removed, or the manager shuts down.
+    ///     or removed, or the manager shuts down; at once with `.shutDown` for a request after `shutdown()`.
     ///
     /// Both run in order on a serial dispatch queue of their own, never on the manager's actor: a slow (even blocking)
     /// callback delays only its own later calls, not the manager or another download.
-    /// - Returns: the receipt as it is now.
+    /// - Returns: the receipt as it is now; after `shutdown()`, a failed receipt whose error is `.shutDown` (nothing
+    ///   was started or saved).
     @discardableResult
     public func enqueue(
         _ url: URL, options: DownloadOptions = DownloadOptions(),
@@ -282,6 +283,12 @@ public actor DownloadManager {
         if let channel, progress != nil { progressHandlers[url, default: []].append(channel) }
         request(url, options: options, waiter: id)
         if machine.state(of: url)?.isResting ?? true { endProgress(url) }
+        if machine.isShuttingDown {  // refused: the receipt says so (the completion, if any, has the same error)
+            var refused = book[url]?.receipt ?? freshReceipt(for: url)
+            refused.state = .failed
+            refused.error = .shutDown(url)
+            return refused
+        }
         return book[url]?.receipt ?? DownloadReceipt(url: url, filename: "", fileURL: directory.partialFile(for: url))
     }
 

@@ -9,6 +9,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         case invalidURL, unsupportedScheme, httpStatus, invalidResponse, checksumMismatch, tooManyRedirects
         case connectionFailed, stalled, fileSystem, cancelled, fileChanged, corruptReceipts, suspended
         case directoryLocked, invalidChecksum, hostNotFound, tlsFailure, requestPreparationFailed
+        case shutDown, conflictingOptions
     }
 
     private let code: Code
@@ -65,6 +66,9 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let fileSystem = DownloadError(.fileSystem)
     /// The download was removed, or the manager shut down, while the caller waited.
     public static let cancelled = DownloadError(.cancelled)
+    /// The request came after `DownloadManager.shutdown()` was called: the manager takes no work any more (make a new
+    /// one for the directory). Nothing was started or saved for it.
+    public static let shutDown = DownloadError(.shutDown)
     /// The download was suspended while the caller waited; `resume` or another request continues it.
     public static let suspended = DownloadError(.suspended)
     /// The resource changed while it was being downloaded, more often than the download could follow.
@@ -233,6 +237,12 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     static func cancelled(_ url: URL, reason: String = "cancelled") -> DownloadError {
         DownloadError(.cancelled, url: url, reason: reason)
+    }
+
+    static func shutDown(_ url: URL) -> DownloadError {
+        DownloadError(
+            .shutDown, url: url,
+            reason: "the manager was shut down before this request: it takes no work any more (make a new one)")
     }
 
     static func suspended(_ url: URL) -> DownloadError {

@@ -68,6 +68,14 @@ extension DownloadLogRecord {
         }
     }
 
+    /// A warning about a download that names the error's kind (`error`, `status`): a request refused, never dropped
+    /// silently.
+    static func warning(_ error: DownloadError, about url: URL) -> DownloadLogRecord {
+        var metadata = metadata(about: url)
+        describe(error, in: &metadata)
+        return DownloadLogRecord(level: .warning, message: error.reason, metadata: metadata)
+    }
+
     /// The metadata every record about one download carries: its URL (credentials hidden) and its identifier.
     static func metadata(about url: URL) -> [String: String] {
         ["url": url.redactedAbsoluteString, "id": url.downloadIdentifier]
