@@ -61,7 +61,9 @@ final class SignalHandler: @unchecked Sendable {
         stopping = true
         lock.unlock()
         if second { Self.exitNow(status) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + Self.stopDeadline) { [self] in
+        // A thread of its own, not Dispatch's pool: threads blocked inside URLSession may hold that pool's few workers.
+        Thread.detachNewThread { [self] in
+            Thread.sleep(forTimeInterval: Self.stopDeadline)
             guard takeExit() else { return }
             onStop()
             renderer.printError(

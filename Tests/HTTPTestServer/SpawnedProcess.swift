@@ -13,6 +13,8 @@ import Foundation
 public final class SpawnedProcess: @unchecked Sendable {
     /// How it ended: the exit status, or 128 + the signal that ended it.
     private let ended = Locked<Int32?>(nil)
+    /// When it was reaped, taken on the reaping thread: how long it took to end, whatever the test's own threads do.
+    private let endedAt = Locked<ContinuousClock.Instant?>(nil)
     private let done = DispatchSemaphore(value: 0)
     private let collected = Locked((stdout: Data(), stderr: Data()))
     private let readersDone = DispatchGroup()
@@ -75,9 +77,10 @@ public final class SpawnedProcess: @unchecked Sendable {
             signaller = ChildSignal(pid: spawned, isRunning: { [ended] in ended.withLock { $0 == nil } })
             read(out[0], isStdout: true)
             read(err[0], isStdout: false)
-            Thread.detachNewThread { [ended, done] in
+            Thread.detachNewThread { [ended, endedAt, done] in
                 var status: Int32 = 0
                 while waitpid(spawned, &status, 0) < 0 && errno == EINTR {}
+                endedAt.withLock { $0 = .now }
                 let signalled = (status & 0x7f) != 0
                 ended.withLock { $0 = signalled ? 128 + (status & 0x7f) : (status >> 8) & 0xff }
                 done.signal()
@@ -105,8 +108,9 @@ public final class SpawnedProcess: @unchecked Sendable {
             signaller = ChildSignal(process)
             read(out.fileHandleForReading.fileDescriptor, isStdout: true)
             read(err.fileHandleForReading.fileDescriptor, isStdout: false)
-            Thread.detachNewThread { [ended, done] in
+            Thread.detachNewThread { [ended, endedAt, done] in
                 process.waitUntilExit()
+                endedAt.withLock { $0 = .now }
                 let status = process.terminationStatus
                 ended.withLock { $0 = process.terminationReason == .uncaughtSignal ? 128 + status : status }
                 done.signal()
@@ -192,6 +196,9 @@ public final class SpawnedProcess: @unchecked Sendable {
 
     /// Blocks until it ended and its output was read to the end.
     /// - Returns: its exit status, or 128 + the signal that ended it.
+    /// When the process was seen to end (on the thread that reaped it), once it has.
+    public var exitInstant: ContinuousClock.Instant? { endedAt.withLock { $0 } }
+
     public func waitUntilExit() -> Int32 {
         done.wait()
         done.signal()  // later calls return at once

@@ -61,6 +61,10 @@ final class DLProcess: @unchecked Sendable {
 
     var pid: Int32 { process.pid }
 
+    /// When the process ended, seen on the thread that reaped it (`nil` while it runs): a time the test's own
+    /// scheduling does not stretch.
+    var exitInstant: ContinuousClock.Instant? { process.exitInstant }
+
     /// Whether the process has not exited yet (signal it only then: once reaped, its pid may be another process's).
     var isRunning: Bool { process.isRunning }
 

@@ -77,7 +77,7 @@ final class DLReliabilityTests: Sendable {
             #expect(stopped.stderr.contains("the disk fell"), "\(stopped.stderr)")
             return false
         }
-        let took = ContinuousClock.now - at
+        let took = (running.exitInstant ?? .now) - at
         #expect(stopped.status == 128 + signal, "\(stopped.stderr)")
         #expect(took < .seconds(5), "dl ended \(took) after signal \(signal)")
         // Nothing worth keeping: no bytes kept (nor synced) for a rerun that fetches the body again anyway.
