@@ -137,6 +137,53 @@ final class DownloadManagerLifecycleTests: Sendable {
         #expect(server.requests.isEmpty)
     }
 
+    @Test(
+        "A request whose checksum, destination or file name contradicts a running download's is refused at once; equal options join (issue #48)"
+    )
+    func contradictingOptionsRefused() async throws {
+        let manager = try makeManager()
+        // Held before its head until the test opens the gate: the download runs while the others ask.
+        let url = server.url("/bytes/held?size=100000&gate=conflict&gateSize=1000")
+        let right = try #require(Checksum(md5: TestContent(name: "held", size: 100_000).md5.hexString))
+        let first = temporary.url.appendingPathComponent("first.bin")
+        let asked = DownloadOptions(checksum: right, destination: first)
+        let owner = Task { try await manager.download(url, options: asked) }
+        #expect(await server.waitUntil { $0.requests.contains { $0.path == "/bytes/held" } })
+        let other = temporary.url.appendingPathComponent("other.bin")
+        let contradictions = [
+            DownloadOptions(destination: other), DownloadOptions(naming: .custom("renamed.bin")),
+            DownloadOptions(expectedMD5: Self.wrongMD5, destination: first),
+        ]
+        let started = ContinuousClock.now
+        for options in contradictions {
+            await #expect(throws: DownloadError.conflictingOptions) {
+                try await manager.download(url, options: options)
+            }
+        }
+        #expect(ContinuousClock.now - started < .seconds(1))
+        let refused = Locked<Result<DownloadReceipt, DownloadError>?>(nil)
+        await manager.enqueue(
+            url, options: DownloadOptions(destination: other),
+            completion: { result in refused.withLock { $0 = result } })
+        let deadline = ContinuousClock.now + .seconds(1)
+        while refused.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))  // a deadline, not synchronisation
+        }
+        #expect(refused.withLock { $0 } == .failure(.conflictingOptions))
+        // Equal options (and none at all) join.
+        let joiners = [asked, DownloadOptions()].map { options in
+            Task { try await manager.download(url, options: options) }
+        }
+        server.openGate("conflict")
+        let receipt = try await owner.value
+        #expect(receipt.fileURL == first && receipt.checksum == right)
+        for joiner in joiners { #expect(try await joiner.value.fileURL == first) }
+        #expect(!FileManager.default.fileExists(atPath: other.path))
+        // One download: its first byte asked for once.
+        #expect(server.requests.filter { $0.path == "/bytes/held" && ($0.rangeStart ?? 0) == 0 }.count == 1)
+        await manager.shutdown()
+    }
+
     @Test("suspend() ends every download() waiting for the URL with DownloadError.suspended")
     func suspendEndsWaiters() async throws {
         let manager = try makeManager()

@@ -36,6 +36,26 @@ struct DownloadManagerStateMachineExpectationTests {
         #expect(machine.expectations(of: "a").all == [Self.sha])
     }
 
+    @Test("A request whose destination or file name contradicts a download underway is refused; a resting one takes it")
+    func contradictingOptions() {
+        var machine = Machine(limit: 1, prioritization: .fifo)
+        _ = machine.request("a", expectation: nil, waiter: 1, completedFileIsIntact: false)  // running
+        _ = machine.request("b", expectation: nil, waiter: 2, completedFileIsIntact: false)  // queued
+        for key in ["a", "b"] {
+            #expect(
+                machine.request(key, expectation: nil, waiter: 3, completedFileIsIntact: false, contradiction: "x")
+                    == [.fail([3], key, .conflictingOptions("x"))])
+            #expect(
+                machine.request(key, expectation: nil, waiter: nil, completedFileIsIntact: false, contradiction: "x")
+                    == [.warn(key, .conflictingOptions("x"))])
+        }
+        // Suspended: the request's options become the download's (adoptOptions), nothing is refused.
+        _ = machine.suspend("b")
+        let resumed = machine.request(
+            "b", expectation: nil, waiter: 4, completedFileIsIntact: false, contradiction: "x")
+        #expect(resumed.contains(.adoptOptions("b", fresh: false)) && resumed.contains(.publish("b", .queued)))
+    }
+
     @Test("A request whose expectation contradicts the download's own is refused and changes nothing")
     func contradictionRefused() {
         var machine = Machine(limit: 1, prioritization: .fifo)

@@ -66,6 +66,8 @@ struct DownloadManagerStateMachineFuzzTests {
             if case .fail(_, _, .mismatch) = action { model.seen["mismatch", default: 0] += 1 }
             if case .fail(_, _, .conflict) = action { model.seen["conflict", default: 0] += 1 }
             if case .warn(_, .conflict) = action { model.seen["conflict", default: 0] += 1 }
+            if case .fail(_, _, .conflictingOptions) = action { model.seen["conflictingOptions", default: 0] += 1 }
+            if case .warn(_, .conflictingOptions) = action { model.seen["conflictingOptions", default: 0] += 1 }
             switch action {
             case .start(let key, let generation, _):
                 #expect(model.running[key] == nil, "two generations of \(key) running: \(context)")
@@ -138,7 +140,7 @@ struct DownloadManagerStateMachineFuzzTests {
         }
         for kind in [
             "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
-            "mismatch", "warn", "conflict", "releaseCompletedFile",
+            "mismatch", "warn", "conflict", "conflictingOptions", "releaseCompletedFile",
         ] {
             #expect(
                 seen[kind, default: 0] >= (runsUnderSanitizer ? 10 : 50),
@@ -183,14 +185,25 @@ struct DownloadManagerStateMachineFuzzTests {
                 let phase = machine.phase(of: key)
                 let intact = Int.random(in: 0..<5, using: &random) != 0
                 context = "seed \(seed) step \(step): request \(key) waiter \(waiter.map(String.init) ?? "-")"
+                // Another destination or file name now and then: refused by a download underway, taken otherwise.
+                let contradiction = Int.random(in: 0..<6, using: &random) == 0 ? "another destination" : nil
                 actions = machine.request(
                     key, expectation: expectation, priority: priority, waiter: waiter,
-                    completedFileIsIntact: intact && model.files[key] == 1)
+                    completedFileIsIntact: intact && model.files[key] == 1, contradiction: contradiction)
                 let refused = actions.contains {
                     switch $0 {
                     case .fail(_, _, .conflict), .warn(_, .conflict): return true
+                    case .fail(_, _, .conflictingOptions), .warn(_, .conflictingOptions): return true
                     default: return false
                     }
+                }
+                let underway: Bool
+                switch phase {
+                case .queued, .running, .stopping: underway = true
+                default: underway = false
+                }
+                if contradiction != nil && underway {
+                    #expect(refused, "a request that contradicts a download underway joined it: \(context)")
                 }
                 if refused {
                     #expect(actions.count == 1, "a refused request changed the download: \(context) → \(actions)")

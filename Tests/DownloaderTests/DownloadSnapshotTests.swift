@@ -45,6 +45,41 @@ final class DownloadSnapshotTests: Sendable {
         await again.shutdown()
     }
 
+    @Test(
+        "A service answers by identifier: the expected checksum kept across restarts, control by id, the completed area (issue #48)"
+    )
+    func serviceByIdentifier() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/byid?size=200000&stallAfter=60000&stall=60&stallCount=1")
+        let expected = try #require(Checksum(md5: TestContent(name: "byid", size: 200_000).md5.hexString))
+        let receipt = await manager.enqueue(url, options: DownloadOptions(checksum: expected))
+        let id = receipt.identifier
+        #expect(receipt.expectedChecksum == expected)
+        #expect(
+            manager.completedDirectory.standardizedFileURL.path == directory.appendingPathComponent("completed").path)
+        #expect(await server.waitUntil { $0.stallsBegun >= 1 })
+        #expect(await manager.suspend(identifiedBy: id))
+        #expect(await !manager.suspend(identifiedBy: String(repeating: "0", count: 32)), "an unknown id is said")
+        #expect(await manager.snapshot(identifiedBy: id)?.expectedChecksum == expected.description)
+        await manager.shutdown()
+
+        let again = try makeManager()
+        #expect(await again.receipt(identifiedBy: id)?.expectedChecksum == expected, "kept across a restart")
+        #expect(await again.receipt(identifiedBy: id)?.state == .suspended)
+        #expect(await again.resume(identifiedBy: id))
+        let done = try await again.download(url)
+        #expect(done.expectedChecksum == expected && done.verification == .checksum(expected))
+        #expect(await again.forget(identifiedBy: id))
+        #expect(await again.receipt(identifiedBy: id) == nil)
+        #expect(FileManager.default.fileExists(atPath: done.fileURL.path), "forget keeps the file")
+        let other = try await again.download(server.url("/bytes/byid2?size=1000"))
+        #expect(await again.remove(identifiedBy: other.identifier))
+        await again.waitUntilQuiet()  // files are deleted off the actor
+        #expect(!FileManager.default.fileExists(atPath: other.fileURL.path), "remove deletes it")
+        #expect(await !again.remove(identifiedBy: other.identifier), "gone")
+        await again.shutdown()
+    }
+
     @Test("A snapshot's JSON: state, bytes, a path relative to the completed area, the error's kind; no secret")
     func snapshotJSON() async throws {
         let manager = try makeManager()

@@ -91,6 +91,7 @@ extension DownloadManager {
         guard var record = book[url] else { return }
         let before = record.receipt
         record.receipt.state = state
+        record.receipt.expectedChecksum = machine.expectations(of: url).own
         record.receipt.isInterrupted = machine.isInterrupted(url)
         if state == .completed, let completed = completedFiles[url] {
             // Also after a replacement that failed: the receipt describes the file that is still there.
@@ -274,6 +275,7 @@ extension DownloadManager {
         case .waiterCancelled: return .cancelled(url)
         case .mismatch(let expected, let actual): return .checksumMismatch(url, expected: expected, actual: actual)
         case .conflict(let kept, let requested): return .checksumConflict(url, kept: kept, requested: requested)
+        case .conflictingOptions(let reason): return .conflictingOptions(url, reason: reason)
         }
     }
 
@@ -316,6 +318,10 @@ extension DownloadManager {
     /// one `suspendAll`) share one write to the journal, of the changed records only. What must survive a `kill -9` at
     /// any moment — a verified file moving into place — is written before the move, not here.
     func persist(_ url: URL) {
+        // The expectation is the machine's: the receipt shows it as it is saved.
+        if book[url]?.receipt.expectedChecksum != machine.expectations(of: url).own {
+            book[url]?.receipt.expectedChecksum = machine.expectations(of: url).own
+        }
         unsavedURLs.insert(url)
         guard !receiptsSaveScheduled else { return }
         receiptsSaveScheduled = true

@@ -40,10 +40,11 @@ extension DownloadManager {
         let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
         if intact { relocate(url, for: options) }
         let expectations = machine.expectations(of: url)
+        let contradiction = book[url].flatMap { options.contradiction(joining: $0.options) }
         apply(
             machine.request(
                 url, expectation: expectation, priority: options.priority, waiter: waiter,
-                completedFileIsIntact: intact),
+                completedFileIsIntact: intact, contradiction: contradiction),
             requestOptions: options)
         // An expectation that joined is part of the download's saved state at once.
         if machine.expectations(of: url) != expectations { persist(url) }

@@ -46,6 +46,16 @@ extension DownloadManager.StateMachine {
             }
         }
 
+        /// Whether a request joins this download with the options it has (it waits for a slot, runs, or stops with a
+        /// transfer of those options), rather than giving it the request's options (it rests) or moving its file.
+        var isUnderway: Bool {
+            if isRemoved { return false }
+            switch phase {
+            case .queued, .running, .stopping: return true
+            case .idle, .suspended, .completed, .failed: return false
+            }
+        }
+
         /// The download's own expectation, when `expectation` contradicts it: the same algorithm, another digest.
         /// (The others are compared with the completed file one by one, so they need not agree.)
         func contradiction(to expectation: Checksum) -> Checksum? {

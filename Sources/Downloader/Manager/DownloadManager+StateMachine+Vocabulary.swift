@@ -63,6 +63,8 @@ extension DownloadManager.StateMachine {
         case mismatch(expected: Checksum, actual: Checksum)
         /// The request's expectation contradicts one the download keeps (the same algorithm, another digest).
         case conflict(kept: Checksum, requested: Checksum)
+        /// The request's destination or file name contradicts the one of the download it would join (the reason).
+        case conflictingOptions(String)
     }
 
     /// How a transfer starts.

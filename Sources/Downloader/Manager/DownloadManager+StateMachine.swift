@@ -110,8 +110,12 @@ extension DownloadManager {
         ///   - priority: higher starts first among waiting downloads.
         ///   - waiter: who to answer, if anyone waits.
         ///   - completedFileIsIntact: for a completed download, whether its file is still there as recorded.
+        ///   - contradiction: what the request's options contradict in the download's own (another destination or
+        ///     file name), if anything: a download that is waiting or running refuses it (one that rests takes the
+        ///     request's options instead, and a completed one moves its file).
         mutating func request(
-            _ key: Key, expectation: Checksum?, priority: Int = 0, waiter: WaiterID?, completedFileIsIntact: Bool
+            _ key: Key, expectation: Checksum?, priority: Int = 0, waiter: WaiterID?, completedFileIsIntact: Bool,
+            contradiction: String? = nil
         ) -> [Action] {
             let waiting = waiter.map { Waiter(id: $0, expectation: expectation) }
             // Refused, and said also with nobody to tell (a warning, hence a log record): never dropped silently.
@@ -123,6 +127,10 @@ extension DownloadManager {
             entry.pausedWhileVerifying = false  // a request lifts a caller's pause, as it resumes a suspended download
             if let expectation, entry.keepsItsExpectations, let kept = entry.contradiction(to: expectation) {
                 let refusal = Failure.conflict(kept: kept, requested: expectation)
+                return waiting.map { [.fail([$0.id], key, refusal)] } ?? [.warn(key, refusal)]
+            }
+            if let contradiction, entry.isUnderway {
+                let refusal = Failure.conflictingOptions(contradiction)
                 return waiting.map { [.fail([$0.id], key, refusal)] } ?? [.warn(key, refusal)]
             }
             switch entry.phase {

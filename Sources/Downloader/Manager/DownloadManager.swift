@@ -37,6 +37,9 @@ public actor DownloadManager {
 
     /// How this manager behaves.
     public nonisolated let configuration: Configuration
+    /// Where verified files go (`Configuration.completedDirectory`, else `directory/completed`): what a snapshot's
+    /// `path` is relative to.
+    public nonisolated var completedDirectory: URL { directory.completedArea }
     /// Set when saved receipts could not all be used at start: what was dropped (an entry pointing outside the
     /// completed area, an unreadable line, an old file that could not be taken over) and why.
     public nonisolated let receiptsRecoveryError: DownloadError?
@@ -193,11 +196,12 @@ public actor DownloadManager {
                 url, state: record.receipt.state, checksum: record.receipt.checksum,
                 expectations: record.savedExpectations, priority: record.options.priority,
                 replacesCompletedFile: record.replacesCompletedFile, interrupted: record.receipt.isInterrupted)
+            book[url] = record
+            book[url]?.receipt.expectedChecksum = record.savedExpectations.own
             if record.receipt.state == .completed || record.replacesCompletedFile {
                 completedFiles[url] = CompletedFile(
                     url: record.receipt.fileURL, length: record.receipt.totalBytesWritten)
             }
-            book[url] = record
         }
     }
 
@@ -213,21 +217,24 @@ public actor DownloadManager {
     /// Starts (or joins, or continues) the download and returns when it is completed and verified.
     ///
     /// A download keeps what it was asked, across restarts. A request for a waiting or running download joins it: its
-    /// options stay, but this caller's expected checksum is compared with the file for this caller. A request for a
-    /// suspended or failed download (also one found after a restart) continues it: options this request sets replace
-    /// the saved ones, options it leaves at their defaults keep them (headers are merged by name, mirrors added). An
-    /// expected checksum joins the ones the download keeps; one that contradicts the download's own (the same
-    /// algorithm, another digest) is refused at once with `.checksumMismatch` — except for a failed download, which
-    /// starts a new attempt with it, and a completed one, for which another digest means the server may have a newer
-    /// version: it is fetched and replaces the file only if it matches.
+    /// options stay, but this caller's expected checksum is compared with the file for this caller; a request that
+    /// contradicts them — another destination or file name — is refused at once with `.conflictingOptions` (equal
+    /// options, or none, join). A request for a suspended or failed download (also one found after a restart)
+    /// continues it: options this request sets replace the saved ones, options it leaves at their defaults keep them
+    /// (headers are merged by name, mirrors added). An expected checksum joins the ones the download keeps; one that
+    /// contradicts the download's own (the same algorithm, another digest) is refused at once with
+    /// `.conflictingOptions` — except for a failed download, which starts a new attempt with it, and a completed one,
+    /// for which another digest means the server may have a newer version: it is fetched and replaces the file only if
+    /// it matches.
     /// - Parameters:
     ///   - url: what to download; its identity.
     ///   - options: headers, expected checksum, naming, destination, … (see above for a download that exists).
     /// - Returns: the completed receipt; `fileURL` is the verified file.
     /// - Throws: `DownloadError` when the download fails, is suspended (`.suspended`) or removed, or the manager
-    ///   shuts down (`.cancelled`), or had shut down before this request (`.shutDown`: nothing was started); `.checksumMismatch` when the file is not the one this caller expected, or this
-    ///   caller's checksum contradicts the one the unfinished download expects; `CancellationError` when the calling
-    ///   task is cancelled (the download is then suspended, unless another caller still waits for it).
+    ///   shuts down (`.cancelled`), or had shut down before this request (`.shutDown`: nothing was started);
+    ///   `.checksumMismatch` when the file is not the one this caller expected; `.conflictingOptions` when this
+    ///   caller's options contradict the unfinished download's (see above); `CancellationError` when the calling task
+    ///   is cancelled (the download is then suspended, unless another caller still waits for it).
     public func download(_ url: URL, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
         let url = identify(url)
         let id = makeWaiterID()
@@ -338,6 +345,15 @@ public actor DownloadManager {
     /// Pauses a download: the same as `suspend(receipt.url)` (both forms stay, see <doc:Design>).
     public func suspend(_ receipt: DownloadReceipt) { suspend(receipt.url) }
 
+    /// Pauses the download whose `DownloadReceipt.identifier` is `identifier`, as `suspend(_:)` does.
+    /// - Returns: whether the manager knows that download.
+    @discardableResult
+    public func suspend(identifiedBy identifier: String) -> Bool {
+        guard let url = book.key(identifiedBy: identifier) else { return false }
+        suspend(url)
+        return true
+    }
+
     /// Continues a suspended or failed download (queued until a slot is free), by Range from the partial file.
     public func resume(_ url: URL) {
         let url = identify(url)
@@ -346,6 +362,15 @@ public actor DownloadManager {
 
     /// Continues a download: the same as `resume(receipt.url)` (both forms stay, see <doc:Design>).
     public func resume(_ receipt: DownloadReceipt) { resume(receipt.url) }
+
+    /// Continues the download whose `DownloadReceipt.identifier` is `identifier`, as `resume(_:)` does.
+    /// - Returns: whether the manager knows that download.
+    @discardableResult
+    public func resume(identifiedBy identifier: String) -> Bool {
+        guard let url = book.key(identifiedBy: identifier) else { return false }
+        resume(url)
+        return true
+    }
 
     /// Stops a download and deletes its files (partial and completed) and its receipt. Callers waiting for it get
     /// `DownloadError.cancelled`. Files of other downloads are never touched, even one with the same bytes.
@@ -356,6 +381,16 @@ public actor DownloadManager {
     /// Stops a download and deletes its files and receipt: the same as `remove(receipt.url)` (both forms stay, see
     /// <doc:Design>).
     public func remove(_ receipt: DownloadReceipt) { remove(receipt.url) }
+
+    /// Removes the download whose `DownloadReceipt.identifier` is `identifier`, its files and receipt, as `remove(_:)`
+    /// does.
+    /// - Returns: whether the manager knew that download.
+    @discardableResult
+    public func remove(identifiedBy identifier: String) -> Bool {
+        guard let url = book.key(identifiedBy: identifier) else { return false }
+        remove(url)
+        return true
+    }
 
     /// Drops a download's receipt but keeps its completed file where it is: the manager no longer knows the URL, and
     /// a later request downloads it again. A download that is not complete has no file of the user's to keep; it is
@@ -371,6 +406,16 @@ public actor DownloadManager {
     /// Drops a download's receipt, keeping its completed file: the same as `forget(receipt.url)` (both forms stay,
     /// see <doc:Design>).
     public func forget(_ receipt: DownloadReceipt) { forget(receipt.url) }
+
+    /// Drops the receipt of the download whose `DownloadReceipt.identifier` is `identifier`, keeping its completed
+    /// file, as `forget(_:)` does.
+    /// - Returns: whether the manager knew that download.
+    @discardableResult
+    public func forget(identifiedBy identifier: String) -> Bool {
+        guard let url = book.key(identifiedBy: identifier) else { return false }
+        forget(url)
+        return true
+    }
 
     /// Changes how many downloads transfer at once. Raising it starts waiting downloads now; lowering it stops
     /// nothing: running downloads finish, and fewer start until the count is below the new limit.

@@ -48,8 +48,8 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The server's answer cannot be used: a `Content-Range` that disagrees with the request, more bytes than
     /// announced, a missing status, …
     public static let invalidResponse = DownloadError(.invalidResponse)
-    /// The finished bytes do not have the expected checksum, even after one clean restart; or a request expects a
-    /// checksum that contradicts the one an unfinished download already expects (`reason` says which).
+    /// The finished bytes do not have the expected checksum, even after one clean restart (a request whose checksum
+    /// contradicts the one an unfinished download expects gets `conflictingOptions`).
     public static let checksumMismatch = DownloadError(.checksumMismatch)
     /// More than 10 redirects, or a redirect loop.
     public static let tooManyRedirects = DownloadError(.tooManyRedirects)
@@ -66,6 +66,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     public static let fileSystem = DownloadError(.fileSystem)
     /// The download was removed, or the manager shut down, while the caller waited.
     public static let cancelled = DownloadError(.cancelled)
+    /// A request's options contradict those of the unfinished download it would join: another expected checksum (the
+    /// same algorithm, another digest), another destination or another file name (`reason` says which). Nothing
+    /// changed: the download goes on as first asked; wait for it, or remove it and ask again.
+    public static let conflictingOptions = DownloadError(.conflictingOptions)
     /// The request came after `DownloadManager.shutdown()` was called: the manager takes no work any more (make a new
     /// one for the directory). Nothing was started or saved for it.
     public static let shutDown = DownloadError(.shutDown)
@@ -198,10 +202,17 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// request, perhaps before a restart).
     static func checksumConflict(_ url: URL, kept: Checksum, requested: Checksum) -> DownloadError {
         DownloadError(
-            .checksumMismatch, url: url,
+            .conflictingOptions, url: url,
             reason:
                 "this request expects \(requested), but the unfinished download expects \(kept) (asked earlier); "
                 + "a file cannot have both: wait for it and compare, or remove the download and ask again")
+    }
+
+    /// A request's destination or file name contradicts the one of the unfinished download it would join.
+    static func conflictingOptions(_ url: URL, reason: String) -> DownloadError {
+        DownloadError(
+            .conflictingOptions, url: url,
+            reason: reason + "; the download goes on as first asked: wait for it, or remove it and ask again")
     }
 
     static func tooManyRedirects(_ url: URL, reason: String) -> DownloadError {

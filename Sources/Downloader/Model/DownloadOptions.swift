@@ -12,6 +12,17 @@ public enum FileNaming: Sendable, Hashable, Codable {
     case custom(String)
 }
 
+extension FileNaming {
+    /// How the naming reads in a sentence.
+    var phrase: String {
+        switch self {
+        case .md5OfURL: return "after the MD5 of its URL"
+        case .suggested: return "as the server suggests"
+        case .custom(let name): return "\"\(name)\""
+        }
+    }
+}
+
 /// Per-download choices. Every property has a default, so `DownloadOptions()` works.
 public struct DownloadOptions: Sendable, Hashable, Codable {
     /// Extra request headers (for example `Authorization`), sent on every request of the download. `Authorization`
@@ -50,8 +61,8 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// Its folders are created; a file already there is replaced only by a verified one, atomically. `naming` is
     /// then unused. A manager keeps one download per URL: asking for a completed URL with another destination copies
     /// its verified file there (the file at the earlier destination stays yours; a file in the completed area moves)
-    /// and the receipt follows the new one; a request that joins a running download gets the file where that
-    /// download puts it. Default `nil`.
+    /// and the receipt follows the new one; a request whose destination differs from the one of a download that waits
+    /// or runs is refused (`DownloadError.conflictingOptions`). Default `nil`.
     public var destination: URL?
     /// The most bytes per second this download receives, on average (the manager's
     /// `Configuration.maximumBytesPerSecond` applies as well). URLSession cannot slow a response, so the limit is
@@ -134,6 +145,25 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     private enum CodingKeys: String, CodingKey {
         case headers, checksum, expectedMD5, naming, computesMD5, priority, destination
         case maximumBytesPerSecond, connections, mirrors
+    }
+
+    /// What these options (a request's) contradict in `existing` (those of the download it would join): where the file
+    /// goes. A destination or a chosen naming says where; unset, it contradicts nothing.
+    /// - Parameter existing: the download's options.
+    /// - Returns: a sentence saying what differs, `nil` when nothing does.
+    func contradiction(joining existing: DownloadOptions) -> String? {
+        if let destination {
+            guard destination.standardizedFileURL != existing.destination?.standardizedFileURL else { return nil }
+            let there = existing.destination.map { "to \($0.path)" } ?? "into its completed folder"
+            return "this request writes the file to \(destination.path), the download it would join \(there)"
+        }
+        guard let chosen = chosenNaming else { return nil }
+        if let elsewhere = existing.destination {
+            return
+                "this request names the file \(chosen.phrase), the download it would join writes it to \(elsewhere.path)"
+        }
+        guard chosen != existing.naming else { return nil }
+        return "this request names the file \(chosen.phrase), the download it would join \(existing.naming.phrase)"
     }
 
     /// The checksum the caller expects: `checksum`, else `expectedMD5`.

@@ -20,6 +20,10 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     /// What was checked about the completed file: a checksum compared with an expectation or a server's digest, a
     /// checksum with nothing to compare, or only the length. `nil` until completed.
     public internal(set) var verification: Verification?
+    /// The checksum the download was asked to have (`DownloadOptions.checksum` of the request that gave it first),
+    /// kept across restarts: what its transfers verify. `nil` when none was asked (a server's digest or MD5 is then
+    /// the file's own checksum, in `checksum`).
+    public internal(set) var expectedChecksum: Checksum?
     /// Why it failed, when it failed.
     public var error: DownloadError?
     /// Smoothed download speed of this session in bytes per second (resumed bytes do not count); `nil` when not
@@ -45,7 +49,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
 
     private enum CodingKeys: String, CodingKey {
         case url, filename, fileURL, state, totalBytesWritten, totalBytesExpectedToWrite, checksum, verification, md5
-        case error, identifier, isInterrupted
+        case error, identifier, isInterrupted, expectedChecksum
     }
 
     /// Creates a receipt.
@@ -80,6 +84,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         verification = try container.decodeIfPresent(Verification.self, forKey: .verification)
         error = try container.decodeIfPresent(DownloadError.self, forKey: .error)
         isInterrupted = try container.decodeIfPresent(Bool.self, forKey: .isInterrupted) ?? false
+        expectedChecksum = try container.decodeIfPresent(Checksum.self, forKey: .expectedChecksum)
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -95,6 +100,7 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         try container.encodeIfPresent(error, forKey: .error)
         try container.encode(identifier, forKey: .identifier)
         if isInterrupted { try container.encode(true, forKey: .isInterrupted) }
+        try container.encodeIfPresent(expectedChecksum, forKey: .expectedChecksum)
     }
 
     /// From 0 to 1; 0 while the size is unknown (1 once completed).

@@ -37,6 +37,8 @@ public struct DownloadSnapshot: Sendable, Codable, Hashable, Identifiable {
     /// The completed file's checksum as `algorithm=hex` (`"sha-256=…"`, as `dl --checksum` takes it), when it was
     /// hashed.
     public var checksum: String?
+    /// The checksum the download was asked to have, as `algorithm=hex` (`DownloadReceipt.expectedChecksum`).
+    public var expectedChecksum: String?
     /// Why it failed, when it failed.
     public var failure: Failure?
     /// Suspended because its process stopped, not by a caller (`DownloadReceipt.isInterrupted`).
@@ -62,6 +64,7 @@ public struct DownloadSnapshot: Sendable, Codable, Hashable, Identifiable {
             path = file.hasPrefix(prefix) ? String(file.dropFirst(prefix.count)) : nil
         }
         checksum = receipt.checksum?.description
+        expectedChecksum = receipt.expectedChecksum?.description
         isInterrupted = receipt.isInterrupted
         failure = receipt.error.map {
             Failure(kind: $0.kind, message: $0.errorDescription ?? $0.reason, statusCode: $0.statusCode)

@@ -100,7 +100,12 @@ extension Transfer {
         case .valid(let state):
             saved = state
         }
-        guard let identity = pipeline.files.partialIdentity else { return startOver(pipeline, probe: probe) }
+        guard let identity = pipeline.files.partialIdentity else {
+            // No bytes (a server that ignores Range: they were not kept), but what was learnt of the server holds.
+            var position = startOver(pipeline, probe: probe)
+            position.metadata.rangesSupported = position.metadata.rangesSupported && saved.rangesSupported
+            return position
+        }
         let plan: RestorePlan
         switch Self.decideRestore(
             saved: saved, identity: identity, probe: probe, boot: Boot.identifier, name: pipeline.files.partialName)

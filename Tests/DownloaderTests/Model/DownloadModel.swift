@@ -107,7 +107,10 @@ struct DownloadModel {
             return problems
         case .failure(let error):
             let kind = Self.kind(of: error)
-            if kind == "checksumMismatch" && wrongGiven.contains(caller.resource) { return [] }
+            // A wrong expectation fails its caller, or, given first, refuses the callers that expect otherwise.
+            if ["checksumMismatch", "conflictingOptions"].contains(kind) && wrongGiven.contains(caller.resource) {
+                return []
+            }
             if caller.allowedErrors.contains(kind) { return [] }
             return [
                 "caller \(id) (expecting \(caller.expectation.map(String.init(describing:)) ?? "nothing")) got \(error)"
@@ -117,7 +120,8 @@ struct DownloadModel {
 
     static func kind(of error: DownloadError) -> String {
         let kinds: [(DownloadError, String)] = [
-            (.checksumMismatch, "checksumMismatch"), (.suspended, "suspended"), (.cancelled, "cancelled"),
+            (.checksumMismatch, "checksumMismatch"), (.conflictingOptions, "conflictingOptions"),
+            (.suspended, "suspended"), (.cancelled, "cancelled"), (.shutDown, "shutDown"),
             (.connectionFailed, "connectionFailed"), (.fileSystem, "fileSystem"), (.httpStatus, "httpStatus"),
             (.stalled, "stalled"), (.invalidResponse, "invalidResponse"), (.fileChanged, "fileChanged"),
         ]

@@ -107,6 +107,7 @@ final class ModelRun {
     /// Shuts the manager down; every caller of it is then answered.
     func shutDown() async {
         model.allow("cancelled", for: nil)
+        model.allow("shutDown", for: nil)  // a request still on its way to the actor arrives after the shutdown
         await manager.shutdown()
         for consumer in consumers { await consumer.value }
         consumers = []
