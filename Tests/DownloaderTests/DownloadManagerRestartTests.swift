@@ -31,6 +31,51 @@ final class DownloadManagerRestartTests: Sendable {
         server.url("/bytes/\(name)?size=\(size)&stallAfter=\(bytes)&stall=60&stallCount=1\(query)")
     }
 
+    @Test(
+        "Picking up partial files (hashing them again, syncing) never holds the manager: it answers meanwhile (issue #48)"
+    )
+    func restoreLeavesTheActorFree() async throws {
+        // More downloads than the machine has cores: if their file work ran on the cooperative threads (the actor's),
+        // it would hold every one of them while it lasts (1.1–2.2 s for 12–19 partial files after kill -9).
+        let cores = ProcessInfo.processInfo.activeProcessorCount
+        let count = cores + 2
+        let urls = (0..<count).map { heldURL("pickup\($0)", after: 50_000) }
+        let first = try makeManager(maximumActive: count)
+        for url in urls { await first.enqueue(url) }
+        #expect(await server.waitUntil { $0.stallsBegun >= count })
+        await first.shutdown()
+
+        let entered = Locked(0)
+        let answered = Locked(false)
+        let timedOut = Locked(false)
+        var configuration = DownloadManager.Configuration.forTests(directory: temporary.url, maximumActive: count)
+        configuration.continuesInterruptedDownloads = true
+        // Each pick-up waits until the manager has answered (or 20 s): a test's stand-in for long file work.
+        configuration.beforeRestore = {
+            entered.withLock { $0 += 1 }
+            let deadline = ContinuousClock.now + .seconds(20)
+            while !answered.withLock({ $0 }) {
+                guard ContinuousClock.now < deadline else { return timedOut.withLock { $0 = true } }
+                usleep(1000)
+            }
+        }
+        let second = try DownloadManager(configuration: configuration)
+        // Once as many pick-ups hold as there are cores, ask the manager (from a thread: the test's own task may be
+        // among those held).
+        let asked = try await onThread {
+            let deadline = ContinuousClock.now + .seconds(20)
+            while entered.withLock({ $0 }) < cores && ContinuousClock.now < deadline { usleep(1000) }
+            return entered.withLock { $0 } >= cores
+        }
+        #expect(asked, "only \(entered.withLock { $0 }) pick-ups began")
+        let page = await second.receipts(after: nil, limit: 100)
+        answered.withLock { $0 = true }
+        #expect(page.receipts.count == count)
+        #expect(!timedOut.withLock { $0 }, "the manager answered only after the pick-ups' deadline")
+        for url in urls { _ = try await second.download(url) }
+        await second.shutdown()
+    }
+
     @Test("A wrong expected checksum given before a restart still fails the download after it")
     func expectationSurvivesRestart() async throws {
         let url = heldURL("wrong")

@@ -83,6 +83,9 @@ extension DownloadManager {
         /// Whether a download with a known length checks the free space first (`Transfer.Configuration`). Internal:
         /// tests of a disk that fills up mid-download turn it off.
         var checksFreeSpace = true
+        /// Called where a transfer picks up a partial file, before its file work (`Transfer.Configuration`). Internal:
+        /// tests hold it there.
+        var beforeRestore: (@Sendable () -> Void)?
         /// Where verified files go; `directory/completed` when `nil` (the default). Set it to put finished files
         /// somewhere else, as `dl` does with its `--dir`.
         public var completedDirectory: URL?

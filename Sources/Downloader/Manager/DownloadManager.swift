@@ -187,7 +187,7 @@ public actor DownloadManager {
                 firstRequestBudget: configuration.firstRequestBudget,
                 connections: configuration.connectionsPerDownload,
                 minimumSegmentSize: configuration.minimumSegmentSize, checksFreeSpace: configuration.checksFreeSpace,
-                fileAllocation: configuration.fileAllocation),
+                fileAllocation: configuration.fileAllocation, beforeRestore: .init(call: configuration.beforeRestore)),
             sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {

@@ -10,7 +10,7 @@ extension Transfer {
     /// A file an earlier download of this URL delivered, where it can be known before any request: the destination,
     /// or the name the URL gives in the completed area (a name from `Content-Disposition` is learnt only from a
     /// response; such files are recognised after their first request, as identical, instead).
-    struct DeliveredFile {
+    struct DeliveredFile: Sendable {
         var url: URL
         var record: FileRecord
         var identity: FileIdentity
@@ -43,7 +43,8 @@ extension Transfer {
         var checksum = file.record.checksum
         // Hashed again only for a file HEAD proves current (`decideReuse` would refuse any other).
         if let expected, checksum?.algorithm != expected.algorithm, Self.isCurrent(file.record, probe: probe) {
-            checksum = try? FileDigest.checksum(of: file.url, algorithm: expected.algorithm)
+            let path = file.url
+            checksum = await Blocking.run { try? FileDigest.checksum(of: path, algorithm: expected.algorithm) }
         }
         guard
             let verification = Self.decideReuse(

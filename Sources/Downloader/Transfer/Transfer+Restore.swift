@@ -16,7 +16,7 @@ import Foundation
 /// bytes before the resume point that a request without a strong validator compares.
 extension Transfer {
     /// What a HEAD request told about the resource.
-    struct Probe {
+    struct Probe: Sendable {
         var totalLength: Int64?
         var acceptsRanges: Bool
         var validators: Validators
@@ -90,6 +90,7 @@ extension Transfer {
     ///   and are kept.
     /// - Returns: the network side's starting position.
     func restore(_ pipeline: DiskPipeline, probe: Probe?) throws(DownloadError) -> TransferPosition {
+        configuration.beforeRestore.call?()
         let saved: PartialState
         switch pipeline.files.loadState() {
         case .missing:

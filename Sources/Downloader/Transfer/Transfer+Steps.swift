@@ -121,11 +121,14 @@ extension Transfer {
             throw error
         }
         let diskFailure = await pipeline.drained()
-        if pipeline.offset == 0 {
-            pipeline.discardFiles()
-        } else {
-            if diskFailure != nil { pipeline.catchUpAfterFailure() }
-            try? pipeline.checkpoint(position.metadata, segments: pipeline.segmentsToSave)
+        let metadata = position.metadata
+        await Blocking.run {
+            if pipeline.offset == 0 {
+                pipeline.discardFiles()
+            } else {
+                if diskFailure != nil { pipeline.catchUpAfterFailure() }
+                try? pipeline.checkpoint(metadata, segments: pipeline.segmentsToSave)
+            }
         }
         throw diskFailure ?? error
     }

@@ -74,6 +74,15 @@ final class Transfer: Sendable {
         var diskBehindGrace: UInt64 = 5_000_000_000
         /// Written bytes the hash stage may hold in memory; beyond them it reads them back from the file.
         var hashBacklogLimit: Int64 = 1 << 20
+        /// Called where a partial file is picked up, before its file work (tests hold it there).
+        var beforeRestore = Hook()
+    }
+
+    /// A test's hook in a configuration: `nil` in production, ignored by equality.
+    struct Hook: Sendable, Equatable {
+        var call: (@Sendable () -> Void)?
+
+        static func == (lhs: Hook, rhs: Hook) -> Bool { true }
     }
 
     let url: URL
@@ -155,12 +164,14 @@ final class Transfer: Sendable {
         var source = 0
         if probed { (probe, source) = try await probeSources() }
         var ownFile: URL?
-        if !probed, replacing == nil, let recorded = deliveredFile() {
+        // File work (hashing, syncing, moving) runs off the cooperative threads: see `Blocking`.
+        if !probed, replacing == nil, let recorded = await Blocking.run({ self.deliveredFile() }) {
             let reused = try await reuse(recorded, expected: expected)
             if let result = reused.result { return result }
             (probe, probed, ownFile) = (reused.probe, true, recorded.url)
         }
-        let position = try restore(pipeline, probe: probe)
+        let found = probe
+        let position = try await Blocking.run { () throws(DownloadError) in try self.restore(pipeline, probe: found) }
         let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.map(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var machine = StateMachine(
@@ -204,10 +215,12 @@ final class Transfer: Sendable {
                     computed = digest.computed
                     action = machine.digestChecked(mismatch: digest.mismatch)
                 case .place:
-                    return try place(
-                        pipeline, machine: machine, checksum: computed, expected: expected,
-                        resumedBytes: position.offset,
-                        replacing: replacing ?? ownFile)
+                    let (done, checksum, replaced) = (machine, computed, replacing ?? ownFile)
+                    return try await Blocking.run { () throws(DownloadError) in
+                        try self.place(
+                            pipeline, machine: done, checksum: checksum, expected: expected,
+                            resumedBytes: position.offset, replacing: replaced)
+                    }
                 case .stop(let error):
                     try await stop(pipeline, machine.position, with: error)
                 case .discard(let error):
