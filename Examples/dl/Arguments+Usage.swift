@@ -47,7 +47,12 @@ extension Arguments {
               --user USER            the login for the URLs' hosts, sent only when a host answers 401 with a
                                      Basic challenge, then with each request to it (never to another host, never
                                      saved); --http-user too
-              --password PASSWORD    its password (default empty); --http-password too
+              --password PASSWORD    its password (default: DL_PASSWORD, else empty); --http-password too.
+                                     Blanked in the process list once read, but a shell's history keeps
+                                     it: prefer --password-file or --ask-password
+              --password-file FILE   read the password from FILE's first line
+              --ask-password         ask for the password on the terminal (without a terminal: one line of
+                                     stdin)
               --netrc-file FILE      read logins from FILE instead of ~/.netrc (read by default: machine, login,
                                      password and default entries, as curl, wget and aria2c read them)
               --no-netrc             do not read ~/.netrc
@@ -108,6 +113,7 @@ extension Arguments {
           DL_FIRST_REQUEST_CUT=0     a fresh download's first request asks for 16 KiB and the rest follows, instead
                                      of a whole window cut short when slow (for servers that pause mid-body)
           DL_IN_FLIGHT=N             how many of -i's URLs may be read and not yet done (default 1000)
+          DL_PASSWORD                the password for --user when no other is given
 
         Errors that a retry cannot change (an unknown host, an untrusted certificate, 404 and other 4xx but 408
         and 429) fail at once; connection faults, stalls, 5xx, 408 and 429 are retried (--retries).

@@ -13,7 +13,8 @@ extension Arguments {
         "--max-overall-limit", "--max-overall-download-limit", "--max-connection-per-server", "--split", "--wait",
         "--max-connections-per-host",
         "--md5", "--checksum", "--checksum-file", "--checksum-optional", "--no-md5", "--quiet", "--list", "--user",
-        "--http-user", "--password", "--http-password", "--netrc-file", "--no-netrc", "--on-complete",
+        "--http-user", "--password", "--http-password", "--password-file", "--ask-password", "--netrc-file",
+        "--no-netrc", "--on-complete",
         "--on-download-complete", "--load-cookies", "--save-cookies", "--file-allocation",
     ]
 
@@ -46,7 +47,7 @@ extension Arguments {
     static func flagTakesNoValue(_ flag: String) -> Bool {
         [
             "--continue", "--lifo", "--no-md5", "--checksum-optional", "--quiet", "--list", "--wait", "--help",
-            "--version", "--no-netrc",
+            "--version", "--no-netrc", "--ask-password",
         ].contains(flag)
     }
 

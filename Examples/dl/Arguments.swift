@@ -41,6 +41,9 @@ struct Arguments {
     /// `--user`/`--password`: the login for the hosts of the given URLs (over `.netrc`).
     var user: String?
     var password: String?
+    /// `--password-file`: a file whose first line is the password; `--ask-password`: ask for it (see `Secrets`).
+    var passwordFile: String?
+    var asksPassword = false
     /// `--netrc-file`: the `.netrc` to read (default `~/.netrc`); `--no-netrc`: none.
     var netrcFile: String?
     var readsNetrc = true
@@ -167,6 +170,10 @@ struct Arguments {
                 result.user = try value(for: flag, inline: inline)
             case "--password", "--http-password":
                 result.password = try value(for: flag, inline: inline)
+            case "--password-file":
+                result.passwordFile = try value(for: flag, inline: inline)
+            case "--ask-password":
+                result.asksPassword = true
             case "--netrc-file":
                 result.netrcFile = try value(for: flag, inline: inline)
             case "--no-netrc":
@@ -321,7 +328,13 @@ struct Arguments {
 
     /// Flags that are given together but cannot apply.
     private mutating func checkConsistency() throws(UsageError) {
-        if password != nil && user == nil { throw UsageError(message: "--password needs --user") }
+        let passwordSources = [
+            ("--password", password != nil), ("--password-file", passwordFile != nil), ("--ask-password", asksPassword),
+        ].filter(\.1).map(\.0)
+        if let first = passwordSources.first, user == nil { throw UsageError(message: "\(first) needs --user") }
+        if passwordSources.count > 1 {
+            throw UsageError(message: "--password, --password-file and --ask-password: give one")
+        }
         if netrcFile != nil && !readsNetrc { throw UsageError(message: "--netrc-file and --no-netrc: give one") }
         if let md5 {
             guard checksum == nil else { throw UsageError(message: "--md5 and --checksum: give one") }

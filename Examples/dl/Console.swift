@@ -1,3 +1,4 @@
+import Downloader
 import Foundation
 
 #if canImport(Glibc)
@@ -53,5 +54,22 @@ enum Console {
             remaining -= written
         }
         return true
+    }
+}
+
+extension DownloadError {
+    /// The reason as `dl` says it: with the `dl` flags that help when a server or a proxy wants a login.
+    var dlReason: String {
+        switch statusCode {
+        case 401:
+            return reason
+                + "; the server wants a login, which dl never saves: give it again with --user NAME and "
+                + "--password-file FILE, --ask-password or DL_PASSWORD, or a line in ~/.netrc (--netrc-file)"
+        case 407:
+            return reason
+                + "; the proxy wants a login: give it in http_proxy or https_proxy (http://USER:PASSWORD@HOST:PORT)"
+        default:
+            return reason
+        }
     }
 }

@@ -37,6 +37,9 @@ final class InputFeed: @unchecked Sendable {
     /// Why the list stopped being read, when a line was bad.
     let failure = Locked<UsageError?>(nil)
 
+    /// Whether the list is stdin (`-i -`).
+    var readsStandardInput: Bool { path == "-" }
+
     /// Opens the list (`-` is stdin).
     /// - Throws: `UsageError` when the file cannot be read.
     init(path: String, for flag: String) throws(UsageError) {

@@ -97,6 +97,16 @@ extension Arguments {
     /// `--netrc-file`, else `~/.netrc` when it exists.
     /// - Throws: `UsageError` when `--netrc-file` cannot be read.
     mutating func collectCredentials() throws(UsageError) {
+        if let user, password == nil {
+            // --password-file, --ask-password, else DL_PASSWORD (else empty, as curl and wget take it).
+            if let passwordFile {
+                password = try Secrets.password(inFile: passwordFile)
+            } else if asksPassword {
+                password = try Secrets.askPassword(for: user, stdinIsTaken: input?.readsStandardInput ?? false)
+            } else if let fromEnvironment = ProcessInfo.processInfo.environment["DL_PASSWORD"] {
+                password = fromEnvironment
+            }
+        }
         var netrc: Netrc?
         if let netrcFile {
             guard let data = FileManager.default.contents(atPath: netrcFile) else {

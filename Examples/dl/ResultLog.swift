@@ -45,7 +45,7 @@ final class ResultLog: Sendable {
 
     /// A URL that failed.
     func record(url: URL, error: DownloadError) {
-        write(Line(url: url.redactedAbsoluteString, status: "failed", error: error.reason, time: Self.now()))
+        write(Line(url: url.redactedAbsoluteString, status: "failed", error: error.dlReason, time: Self.now()))
     }
 
     private func write(_ line: Line) {

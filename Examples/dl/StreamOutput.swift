@@ -70,7 +70,7 @@ enum StreamOutput {
             return 0
         } catch {
             await manager.shutdown()
-            let reason = (error as? DownloadError)?.reason ?? error.localizedDescription
+            let reason = (error as? DownloadError)?.dlReason ?? error.localizedDescription
             return fail(url, reason, written: follower.written)
         }
     }

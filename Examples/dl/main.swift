@@ -207,7 +207,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             guard !signals.isStopping else { continue }
             failures += 1
             resultLog?.record(url: url, error: error)
-            renderer.printFailure("dl: \(url.redactedAbsoluteString): \(error.reason)")
+            renderer.printFailure("dl: \(url.redactedAbsoluteString): \(error.dlReason)")
         }
     }
     if signals.isStopping { await signals.waitForever() }
@@ -246,6 +246,8 @@ do {
         Screen.safe("dl: \(error.message)") + "\nusage: dl [OPTION]... URL...  (dl --help lists every option)\n")
     exit(2)
 }
+// Passwords and secret headers leave the process list (`/proc/PID/cmdline`), as curl does.
+Secrets.blankCommandLine()
 if arguments.help {
     Console.output(Arguments.usage + "\n")
     exit(0)

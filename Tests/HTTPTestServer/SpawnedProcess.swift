@@ -9,7 +9,7 @@ import Foundation
 /// over-reads `/proc/self/fd` entries and crashes the test runner now and then (SIGSEGV in
 /// `findMaximumOpenFromProcSelfFD`, swift-corelibs-foundation PR #5472, after 6.3.1; 1 of 10 loaded suite runs here).
 /// Its stdin is `/dev/null`, stdout and stderr are collected, descriptors above 2 are closed in the child (as
-/// `Process` does), and it runs in a process group of its own. Elsewhere it is a `Process`.
+/// `Process` does), and it runs in a session (and process group) of its own, without a controlling terminal. Elsewhere it is a `Process`.
 public final class SpawnedProcess: @unchecked Sendable {
     /// How it ended: the exit status, or 128 + the signal that ended it.
     private let ended = Locked<Int32?>(nil)
@@ -54,7 +54,9 @@ public final class SpawnedProcess: @unchecked Sendable {
             var attributes = posix_spawnattr_t()
             posix_spawnattr_init(&attributes)
             defer { posix_spawnattr_destroy(&attributes) }
-            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            // A session of its own (and so a process group of its own): no controlling terminal, so a child that
+            // would ask on the terminal (`dl --ask-password`) never prompts on the developer's.
+            posix_spawnattr_setflags(&attributes, Int16(Self.spawnSetSession))
             let argv = ([executable.path] + arguments).map { strdup($0) } + [nil]
             let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
             defer { (argv + envp).forEach { free($0) } }
@@ -119,6 +121,9 @@ public final class SpawnedProcess: @unchecked Sendable {
     }
 
     #if os(Linux)
+        /// `POSIX_SPAWN_SETSID` (glibc 2.26), which the Glibc module does not export.
+        private static let spawnSetSession: Int32 = 0x80
+
         /// `posix_spawn_file_actions_addclosefrom_np` (glibc 2.34), looked up by name: the Glibc module does not
         /// export it.
         private typealias CloseFrom = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32

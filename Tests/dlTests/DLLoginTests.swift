@@ -59,6 +59,81 @@ final class DLLoginTests: Sendable, DLFileChecks {
         #expect(byDefault.status == 0, "\(byDefault.stderr)")
     }
 
+    @Test("A resume without the login that started it fails within 5 s with the 401 and how to give one (issue #48)")
+    func resumeWithoutLogin() async throws {
+        let url = server.url(
+            "/bytes/relogin.bin?size=\(8 << 20)&auth=dave:pw&stallAfter=\(1 << 20)&stall=60&stallCount=1&stallReached=1"
+        )
+        let first = try DLProcess(
+            ["-q", "--no-netrc", "--user", "dave", "--password", "pw", "-d", "r", url.absoluteString], in: work)
+        #expect(await first.send(SIGTERM, when: server) { $0.stallsBegun >= 1 })
+        #expect(await first.wait().status == 143)
+        let started = ContinuousClock.now
+        let rerun = try DLProcess(["--no-netrc", "-d", "r", url.absoluteString], in: work)
+        let outcome = await rerun.wait()
+        let took = (rerun.exitInstant ?? .now) - started
+        #expect(outcome.status == 1, "\(outcome.stderr)")
+        #expect(took < .seconds(5), "took \(took): \(outcome.stderr)")
+        #expect(outcome.stderr.contains("401"), "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("--user"), "how to give a login: \(outcome.stderr)")
+    }
+
+    @Test("Passwords and secret headers are blanked in the process list for the whole run, as curl does (issue #48)")
+    func passwordLeavesTheProcessList() async throws {
+        let url = server.url("/bytes/hidden.bin?size=\(4 << 20)&auth=erin:s3cr3t-pw&stallAfter=\(1 << 20)&stall=60")
+        var withPassword = URLComponents(url: url, resolvingAgainstBaseURL: false)!
+        withPassword.user = "erin"
+        withPassword.password = "s3cr3t-pw"
+        let running = try DLProcess(
+            [
+                "-q", "--no-netrc", "-d", "h", "--user", "erin", "--password", "s3cr3t-pw",
+                "--http-password=s3cr3t-pw", "-H", "Proxy-Authorization: Bearer tok3n-s3cr3t",
+                "--header=Cookie: c00kie-s3cr3t",
+                withPassword.url!.absoluteString,
+            ], in: work)
+        #expect(await server.waitUntil { $0.stallsBegun >= 1 })
+        let cmdline = String(
+            decoding: (try? Data(contentsOf: URL(fileURLWithPath: "/proc/\(running.pid)/cmdline"))) ?? Data(),
+            as: UTF8.self)
+        running.send(SIGTERM)
+        _ = await running.wait()
+        #expect(cmdline.contains("--user") && cmdline.contains("erin"), "the rest stays")
+        // (The test server's own `auth=` option in the query names the password: not a secret of dl's.)
+        let shown = cmdline.replacingOccurrences(of: "\0", with: " ")
+        for secret in [
+            "--password s3cr3t-pw", "--http-password=s3cr3t-pw", ":s3cr3t-pw@", "tok3n-s3cr3t", "c00kie-s3cr3t",
+        ] {
+            #expect(!shown.contains(secret), "\(secret) in \(shown)")
+        }
+    }
+
+    @Test("--password-file, DL_PASSWORD and --ask-password give the password without the command line (issue #48)")
+    func passwordSources() async throws {
+        let url = server.url("/bytes/sources.bin?size=5000&auth=fay:from%20elsewhere")
+        let file = work.appendingPathComponent("password")
+        try "from elsewhere\nsecond line\n".write(to: file, atomically: true, encoding: .utf8)
+        let fromFile = try await DLProcess.run(
+            ["-q", "--no-netrc", "-d", "p1", "--user", "fay", "--password-file", file.path, url.absoluteString],
+            in: work)
+        #expect(fromFile.status == 0, "\(fromFile.stderr)")
+        var environment = ProcessInfo.processInfo.environment
+        environment["DL_PASSWORD"] = "from elsewhere"
+        let fromEnvironment = try await DLProcess.run(
+            ["-q", "--no-netrc", "-d", "p2", "--user", "fay", url.absoluteString], in: work, environment: environment)
+        #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
+        // No terminal (the test runs dl in a session of its own): --ask-password reads a line of stdin.
+        let asking = try DLProcess(
+            ["-q", "--no-netrc", "-d", "p3", "--user", "fay", "--ask-password", url.absoluteString], in: work,
+            inputPipe: true)
+        asking.writeInput("from elsewhere\n")
+        asking.closeInput()
+        let asked = await asking.wait()
+        #expect(asked.status == 0, "\(asked.stderr)")
+        let both = try await DLProcess.run(
+            ["--user", "fay", "--password", "x", "--ask-password", url.absoluteString], in: work)
+        #expect(both.status == 2 && both.stderr.contains("give one"), "\(both.stderr)")
+    }
+
     @Test("--user/--password and --http-user/--http-password win over .netrc; --netrc-file reads another file")
     func flags() async throws {
         let environment = try home(netrc: "machine 127.0.0.1 login alice password wrong\n")

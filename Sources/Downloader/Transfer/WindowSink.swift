@@ -273,7 +273,12 @@ final class ProbeSink: TransferSink, Sendable {
     var response: HTTPURLResponse? { stored.withLock { $0 } }
 
     func receive(response: URLResponse) -> RequestEnd? {
-        stored.withLock { $0 = response as? HTTPURLResponse }
+        let http = response as? HTTPURLResponse
+        stored.withLock { $0 = http }
+        // A HEAD's answer is its head. A 401 or 407 ends here: on Swift before 6.3.2 a challenge nobody answers never
+        // completes (swift-corelibs-foundation #5457), and a resume without its login waited for the stall timeout,
+        // then retried, for minutes.
+        if let status = http?.statusCode, status == 401 || status == 407 { return .finished }
         return nil
     }
 
