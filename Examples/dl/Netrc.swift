@@ -119,13 +119,19 @@ extension Arguments {
                 netrc = Netrc(parsing: String(decoding: data, as: UTF8.self))
             }
         }
-        let hosts = Set(requests.flatMap { [$0.url] + $0.mirrors }.compactMap { $0.host?.lowercased() })
-        for host in hosts {
-            if let user {
-                credentials[host] = DownloadCredential(user: user, password: password ?? "")
-            } else if let credential = netrc?.credential(for: host) {
-                credentials[host] = credential
+        let urls = requests.flatMap { [$0.url] + $0.mirrors }
+        if let user {
+            // As curl: for the origins (scheme, host, port) of the URLs given, never another port after a redirect.
+            for url in urls {
+                guard let scheme = url.scheme?.lowercased(), let host = url.host?.lowercased() else { continue }
+                let port = url.port ?? (scheme == "https" ? 443 : 80)
+                credentials["\(scheme)://\(host):\(port)"] = DownloadCredential(user: user, password: password ?? "")
             }
+            return
+        }
+        // A .netrc machine is a host name: its login goes to any port of it.
+        for host in Set(urls.compactMap { $0.host?.lowercased() }) {
+            if let credential = netrc?.credential(for: host) { credentials[host] = credential }
         }
     }
 }

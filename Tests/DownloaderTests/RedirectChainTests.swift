@@ -30,6 +30,27 @@ struct RedirectChainTests {
         return request
     }
 
+    @Test("A redirect to another scheme is refused, also when URLSession made a same-server path of it (issue #48)")
+    func otherSchemesRefused() {
+        let url = "http://h.example/f"
+        for (location, proposal) in [
+            ("file:///etc/passwd", "file:///etc/passwd"), ("file:/etc/passwd", "http://h.example/etc/passwd"),
+            ("ftp://h.example/x", "ftp://h.example/x"), ("HTTPS://h.example/ok", "https://h.example/ok"),
+            ("/relative/ok", "http://h.example/relative/ok"), ("other:stuff", "http://h.example/other:stuff"),
+        ] {
+            var chain = RedirectChain(request: first(url, headers: [:]), maximum: 10)
+            let response = HTTPURLResponse(
+                url: URL(string: url)!, statusCode: 302, httpVersion: "HTTP/1.1", headerFields: ["Location": location])!
+            let decision = chain.redirect(response, to: URLRequest(url: URL(string: proposal)!))
+            let followed: Bool
+            switch decision {
+            case .follow: followed = true
+            case .refuse(let error): followed = !(error == .unsupportedScheme)
+            }
+            #expect(followed == location.hasSuffix("/ok"), "\(location)")
+        }
+    }
+
     @Test("A 302 to the same URL that sets a cookie is followed with it; the same URL with the same cookies is a loop")
     func cookieGate() throws {
         let url = "http://h.example/f"

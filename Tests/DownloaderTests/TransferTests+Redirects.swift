@@ -50,6 +50,23 @@ extension TransferTests {
 }
 
 extension TransferTests {
+    @Test(
+        "A redirect to a scheme other than http or https fails clearly and requests nothing (issue #48)",
+        arguments: [
+            "file:///etc/passwd", "ftp://127.0.0.1/etc/passwd", "gopher://127.0.0.1/etc/passwd", "file:/etc/passwd",
+        ])
+    func redirectToOtherScheme(location: String) async throws {
+        let escaped = location.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? location
+        let result = await runTransfer(transfer("/goto?to=\(escaped)"))
+        #expect(throws: DownloadError.unsupportedScheme) { try result.get() }
+        if case .failure(let error) = result {
+            #expect(error.reason.contains("redirect"), "\(error.reason)")
+        }
+        #expect(!server.requests.contains { $0.path.contains("passwd") }, "\(server.requests.map(\.target))")
+    }
+}
+
+extension TransferTests {
     @Test("A cookie set on a 302 to the same URL is sent on the redirect: the gate opens, no redirect loop (#36)")
     func cookieGate() async throws {
         let size = 300_000

@@ -145,6 +145,9 @@ enum Router {
         case "redirect-host" where components.count >= 2:
             let rest = components.dropFirst().joined(separator: "/")
             return redirect(to: "http://localhost:\(port)/\(rest)\(query)", status: 302)
+        case "goto":
+            // A redirect to exactly `to` (percent-decoded): another port, another scheme (file:, ftp:), anything.
+            return redirect(to: head.query["to"] ?? "/", status: Int(head.query["redirectStatus"] ?? "") ?? 302)
         case "loop" where components.count == 2:
             let next = ((Int(components[1]) ?? 0) + 1) % 2
             return redirect(to: "http://127.0.0.1:\(port)/loop/\(next)", status: 302)

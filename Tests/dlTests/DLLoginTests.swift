@@ -134,6 +134,25 @@ final class DLLoginTests: Sendable, DLFileChecks {
         #expect(both.status == 2 && both.stderr.contains("give one"), "\(both.stderr)")
     }
 
+    @Test("A login given for one origin never goes to another port after a redirect; .netrc names hosts (issue #48)")
+    func loginStaysWithItsOrigin() async throws {
+        let other = try HTTPTestServer()  // the same host, another port
+        defer { other.stop() }
+        let target = other.url("/bytes/port.bin?size=5000&auth=hal:pw")
+        let escaped = target.absoluteString.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+        let url = server.url("/goto?to=\(escaped)")
+        let given = try await DLProcess.run(
+            ["-q", "--no-netrc", "-d", "o1", "--user", "hal", "--password", "pw", url.absoluteString], in: work)
+        #expect(given.status == 1 && given.stderr.contains("401"), "\(given.stderr)")
+        #expect(!other.requests.contains { $0.value(forHeader: "Authorization") != nil }, "sent to another origin")
+        // A .netrc machine is a host name, whatever the port.
+        let file = work.appendingPathComponent("netrc-hosts")
+        try "machine 127.0.0.1 login hal password pw".write(to: file, atomically: true, encoding: .utf8)
+        let fromNetrc = try await DLProcess.run(
+            ["-q", "-d", "o2", "--netrc-file", file.path, url.absoluteString], in: work)
+        #expect(fromNetrc.status == 0, "\(fromNetrc.stderr)")
+    }
+
     @Test("--user/--password and --http-user/--http-password win over .netrc; --netrc-file reads another file")
     func flags() async throws {
         let environment = try home(netrc: "machine 127.0.0.1 login alice password wrong\n")

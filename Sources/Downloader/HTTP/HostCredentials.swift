@@ -4,23 +4,29 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Credentials by host: a value the session asks which credential, if any, a URL's host has.
+/// Credentials by origin or host: a value the session asks which credential, if any, a URL has.
 struct HostCredentials: Sendable {
     private let byHost: [String: DownloadCredential]
 
-    /// - Parameter byHost: keys are host names (`example.com`) or a host and port (`example.com:8443`, which wins);
-    ///   letter case does not matter.
+    /// - Parameter byHost: keys are origins (`https://example.com:8443`, `http://example.com`: that scheme, host and
+    ///   port only, as curl sends a login given with a URL), a host and port (`example.com:8443`) or host names
+    ///   (`example.com`: any port and scheme, as `.netrc` names machines); the most specific wins, and letter case
+    ///   does not matter.
     init(_ byHost: [String: DownloadCredential] = [:]) {
         var lowered: [String: DownloadCredential] = [:]
-        for (key, credential) in byHost { lowered[key.lowercased()] = credential }
+        for (key, credential) in byHost {
+            let origin = key.contains("://") ? URL(string: key.lowercased())?.origin : nil
+            lowered[origin ?? key.lowercased()] = credential
+        }
         self.byHost = lowered
     }
 
     var isEmpty: Bool { byHost.isEmpty }
 
-    /// The credential for `url`'s host: `host:port` first, then `host`.
+    /// The credential for `url`: its origin's first, then its `host:port`'s, then its host's.
     func credential(for url: URL) -> DownloadCredential? {
         guard !byHost.isEmpty, let host = url.host?.lowercased() else { return nil }
+        if let credential = byHost[url.origin] { return credential }
         if let port = url.port, let credential = byHost["\(host):\(port)"] { return credential }
         return byHost[host]
     }

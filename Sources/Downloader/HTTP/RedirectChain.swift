@@ -54,6 +54,17 @@ struct RedirectChain: Sendable {
         guard let target = request.url else {
             return .refuse(.tooManyRedirects(originalURL, reason: "a redirect without a target"))
         }
+        // Only http and https are followed. The `Location` itself is read too: URLSession turns some targets of
+        // another scheme (`file:/etc/passwd`) into a path on the same server.
+        let location = response.value(forHTTPHeaderField: "Location") ?? ""
+        let stated = location.firstIndex(of: ":").map { location[..<$0].lowercased() }
+        let schemeIsStated =
+            stated.map { !$0.isEmpty && $0.allSatisfy { $0.isLetter || $0.isNumber || "+-.".contains($0) } } ?? false
+        let scheme = schemeIsStated ? stated! : (target.scheme?.lowercased() ?? "")
+        guard scheme == "http" || scheme == "https", ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+        else {
+            return .refuse(.unsupportedRedirect(originalURL, to: schemeIsStated ? location : target.absoluteString))
+        }
         cookies.take(from: response)
         let chainCookies = cookies.header(for: target)
         let visit = target.absoluteString + "\u{0}" + (chainCookies ?? "")

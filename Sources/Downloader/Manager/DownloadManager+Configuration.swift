@@ -42,11 +42,12 @@ extension DownloadManager {
         /// `DownloadError.requestPreparationFailed` (a thrown `DownloadError` as it is), and nothing is retried.
         /// Default `nil`.
         public var prepareRequest: (@Sendable (URLRequest) async throws -> URLRequest)?
-        /// User names and passwords by host, for servers that answer `401` with a Basic challenge: keys are host
-        /// names (`"example.com"`) or a host and port (`"example.com:8443"`, which wins). A request goes out without
-        /// them; a `401` offering `Basic` is answered once, and later requests to that host carry the credential from
-        /// the start. Never sent to another host (a redirect to one gets that host's own credential, if any), never
-        /// written to disk. A URL's own `user:password@` and an `Authorization` header in `DownloadOptions.headers`
+        /// User names and passwords for servers that answer `401` with a Basic challenge, by origin, host and port, or
+        /// host: `"https://example.com:8443"` (that scheme, host and port only: what curl does with a login given with
+        /// a URL), `"example.com:8443"`, or `"example.com"` (any port and scheme of that host, as `.netrc` names
+        /// machines); the most specific wins. A request goes out without them; a `401` offering `Basic` is answered
+        /// once, and later requests to that origin carry the credential from the start. Never sent where its key does
+        /// not match (a redirect to another origin gets that origin's own credential, if any), never written to disk. A URL's own `user:password@` and an `Authorization` header in `DownloadOptions.headers`
         /// are used as they are. See `DownloadCredential`. Default empty.
         public var credentials: [String: DownloadCredential]
         /// The interval over which `lowestSpeedLimit` is measured, in seconds (aria2 uses 30). Default 30.

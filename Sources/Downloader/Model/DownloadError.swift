@@ -167,6 +167,14 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
             .unsupportedScheme, url: url, reason: "only http and https are supported, not \(url.scheme ?? "none")")
     }
 
+    /// A redirect to a scheme other than http or https: not followed, nothing requested.
+    static func unsupportedRedirect(_ url: URL, to location: String) -> DownloadError {
+        DownloadError(
+            .unsupportedScheme, url: url,
+            reason: "the server redirected to \(URL.redactingCredentials(String(location.prefix(200)))): only http and "
+                + "https redirects are followed, nothing was requested there")
+    }
+
     static func httpStatus(_ status: Int, url: URL, retryAfter: TimeInterval? = nil) -> DownloadError {
         var error = DownloadError(
             .httpStatus, url: url, reason: "the server answered \(status)\(reasonPhrase(status))", statusCode: status)
