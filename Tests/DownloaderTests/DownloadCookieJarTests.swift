@@ -49,6 +49,30 @@ final class DownloadCookieJarTests: Sendable {
         }
     }
 
+    @Test("A cookie file of 100,001 lines is read in linear time, and replaced cookies keep one place (issue #48)")
+    func largeFileIsLinear() throws {
+        // Reading it took 19–22 s in a release build (each cookie compared with every one before it); linear, it takes
+        // a fraction of a second even in a debug build, so the deadline only catches the square.
+        let count = runsUnderSanitizer ? 20_000 : 100_000
+        var text = "# Netscape HTTP Cookie File\n"
+        for index in 0..<count {
+            text += ".site\(index % 500).example\tTRUE\t/p\(index)\tFALSE\t0\tc\(index)\tv\(index)\n"
+        }
+        text += ".site0.example\tTRUE\t/p0\tFALSE\t0\tc0\treplaced\n"  // the same name, domain and path: replaces
+        let source = workspace.directory.appendingPathComponent("many.txt")
+        try text.write(to: source, atomically: true, encoding: .utf8)
+        let started = ContinuousClock.now
+        let jar = try DownloadCookieJar(contentsOf: source)
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(runsUnderSanitizer ? 20 : 10), "\(took) to read \(count) cookies")
+        #expect(jar.count == count)
+        #expect(jar.header(for: URL(string: "http://www.site0.example/p0")!) == "c0=replaced")
+        #expect(jar.header(for: URL(string: "http://site7.example/p7/x")!) == "c7=v7")
+        let started2 = ContinuousClock.now
+        for index in 0..<1000 { _ = jar.header(for: URL(string: "http://a.site\(index % 500).example/p\(index)")!) }
+        #expect(ContinuousClock.now - started2 < .seconds(10), "a request looks at its host's cookies, not all")
+    }
+
     @Test("A manager sends its jar's cookies, keeps the ones servers set, and keeps a download's own Cookie beside")
     func managerUsesTheJar() async throws {
         let jar = DownloadCookieJar()

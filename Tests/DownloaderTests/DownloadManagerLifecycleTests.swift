@@ -184,6 +184,17 @@ final class DownloadManagerLifecycleTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("A response header too large for libcurl fails at once as such, not retried as 'Out of memory' (issue #48)")
+    func headerTooLarge() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/bighead?size=1000&bigHeader=1000000")
+        await #expect(throws: DownloadError.invalidResponse) { try await manager.download(url) }
+        let error = await manager.receipt(for: url)?.error
+        #expect(error?.reason.contains("header") == true && error?.isTransient == false, "\(String(describing: error))")
+        #expect(gets("bighead").count == 1, "not retried")
+        await manager.shutdown()
+    }
+
     @Test("suspend() ends every download() waiting for the URL with DownloadError.suspended")
     func suspendEndsWaiters() async throws {
         let manager = try makeManager()

@@ -25,6 +25,9 @@ struct ErrorClassificationTests {
             (NSURLErrorNetworkConnectionLost, "", .transient),
             (NSURLErrorCannotConnectToHost, "Failed to connect to 127.0.0.1 port 1", .transient),
             (NSURLErrorTimedOut, "", .transient),
+            // libcurl's limits on a response header (100 KB a line, 300 KB in all): a retry gets the same (issue #48).
+            (NSURLErrorUnknown, "Too large response headers: 307217 > 307200", .headerTooLarge),
+            (NSURLErrorUnknown, "Out of memory", .headerTooLarge),
         ]
         for (code, message, expected) in cases {
             #expect(TransportError.kind(domain: NSURLErrorDomain, code: code, message: message) == expected, "\(code)")

@@ -325,6 +325,11 @@ enum Router {
         // fast=1: the body from one block filled once, in 1 MiB writes (not the resource's bytes).
         if isGet { response.unfilled = options["fast"] == "1" }
         if options["nospace"] == "1" { response.headerSeparator = ":" }
+        // manyHeaders=N: N more header lines; bigHeader=N: one header line with a value of N bytes.
+        if let count = int("manyHeaders") {
+            response.headers += (0..<count).map { ("X-Filler-\($0)", "value \($0)") }
+        }
+        if let length = int("bigHeader") { response.headers.append(("X-Big", String(repeating: "b", count: length))) }
         return response
     }
 

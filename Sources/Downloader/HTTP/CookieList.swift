@@ -21,7 +21,35 @@ struct CookieList: Sendable, Equatable {
         var httpOnly = false
     }
 
-    var cookies: [Cookie] = []
+    /// Where a cookie is in `slots`, by what identifies it.
+    private struct Key: Hashable, Sendable {
+        let name: String
+        let domain: String
+        let path: String
+
+        init(_ cookie: Cookie) {
+            name = cookie.name
+            domain = cookie.domain
+            path = cookie.path
+        }
+    }
+
+    /// The cookies in the order they were set (a replaced one moves to the end); `nil` where one was replaced or
+    /// removed. Each cookie is found through `slotOfKey`, and a request's through `slotsByDomain`, so reading a file
+    /// of N cookies takes time in N (comparing each with all before it took 19–22 s for 100,001 lines).
+    private var slots: [Cookie?] = []
+    private var slotOfKey: [Key: Int] = [:]
+    /// The slots of each domain's cookies, in order (some may be `nil` since).
+    private var slotsByDomain: [String: [Int]] = [:]
+    private var emptySlots = 0
+
+    /// The cookies, in the order they were set.
+    var cookies: [Cookie] { slots.compactMap { $0 } }
+
+    /// How many cookies there are.
+    var count: Int { slotOfKey.count }
+
+    static func == (lhs: CookieList, rhs: CookieList) -> Bool { lhs.cookies == rhs.cookies }
 
     /// Takes the `Set-Cookie` headers of a response (a cookie that expires now is dropped).
     mutating func take(from response: HTTPURLResponse) {
@@ -43,9 +71,31 @@ struct CookieList: Sendable, Equatable {
 
     /// Adds a cookie in place of the one with its name, domain and path; one that has expired only removes it.
     mutating func add(_ cookie: Cookie) {
-        cookies.removeAll { $0.name == cookie.name && $0.domain == cookie.domain && $0.path == cookie.path }
-        if let expires = cookie.expires, expires <= Date() { return }
-        cookies.append(cookie)
+        let key = Key(cookie)
+        if let slot = slotOfKey.removeValue(forKey: key) {
+            slots[slot] = nil
+            emptySlots += 1
+        }
+        if let expires = cookie.expires, expires <= Date() { return compactIfSparse() }
+        append(cookie, key: key)
+        compactIfSparse()
+    }
+
+    private mutating func append(_ cookie: Cookie, key: Key) {
+        slotOfKey[key] = slots.count
+        slotsByDomain[cookie.domain, default: []].append(slots.count)
+        slots.append(cookie)
+    }
+
+    /// Packs the slots again once most are empty (replacements and removals), so memory follows the live cookies.
+    private mutating func compactIfSparse() {
+        guard emptySlots > 64, emptySlots * 2 > slots.count else { return }
+        let live = cookies
+        slots = []
+        slotOfKey = [:]
+        slotsByDomain = [:]
+        emptySlots = 0
+        for cookie in live { append(cookie, key: Key(cookie)) }
     }
 
     /// The `Cookie` header value for a request to `url`, or `nil` when no cookie applies.
@@ -53,7 +103,16 @@ struct CookieList: Sendable, Equatable {
         guard let host = url.host?.lowercased() else { return nil }
         let path = url.path.isEmpty ? "/" : url.path
         let https = url.scheme?.lowercased() == "https"
-        let matching = cookies.filter { cookie in
+        // The host's own cookies and those of every domain above it (`a.b.example` → `b.example` → `example`).
+        var candidates: [Int] = []
+        var domain = Substring(host)
+        while true {
+            candidates += slotsByDomain[String(domain)] ?? []
+            guard let dot = domain.firstIndex(of: ".") else { break }
+            domain = domain[domain.index(after: dot)...]
+        }
+        candidates.sort()
+        let matching = candidates.compactMap { slots[$0] }.filter { cookie in
             let domainMatches =
                 host == cookie.domain || (!cookie.hostOnly && host.hasSuffix("." + cookie.domain))
             let pathMatches =

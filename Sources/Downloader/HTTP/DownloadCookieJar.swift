@@ -34,21 +34,23 @@ public final class DownloadCookieJar: Sendable {
     /// - Throws: `DownloadError.fileSystem` when the file cannot be read.
     public convenience init(contentsOf file: URL) throws(DownloadError) {
         self.init()
-        let text: String
+        let data: Data
         do {
-            text = try String(contentsOf: file, encoding: .utf8)
+            data = try Data(contentsOf: file)
         } catch {
             throw .fileSystem(file, reason: "cannot read the cookie file \(file.path): \(error.localizedDescription)")
         }
+        // Bytes, not Characters: a file of 100,001 lines is read in a fraction of a second.
+        let bytes = [UInt8](data)
         list.withLock { list in
-            for line in text.split(whereSeparator: \.isNewline) {
-                if let cookie = Self.cookie(netscapeLine: String(line)) { list.add(cookie) }
+            for line in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
+                if let cookie = Self.cookie(netscapeLine: line) { list.add(cookie) }
             }
         }
     }
 
     /// How many cookies it holds.
-    public var count: Int { list.withLock { $0.cookies.count } }
+    public var count: Int { list.withLock { $0.count } }
 
     /// Writes the cookies in the Netscape format (a session cookie's expiry is 0), replacing `file` atomically, with
     /// mode 0600.
@@ -88,16 +90,26 @@ public final class DownloadCookieJar: Sendable {
     }
 
     /// One line of a Netscape cookie file, `nil` for a comment, a blank or a malformed line.
-    static func cookie(netscapeLine line: String) -> CookieList.Cookie? {
-        var line = line.trimmingCharacters(in: CharacterSet(charactersIn: "\r"))
+    static func cookie(netscapeLine text: String) -> CookieList.Cookie? {
+        cookie(netscapeLine: ArraySlice(text.utf8))
+    }
+
+    private static let httpOnlyMarker = Array("#HttpOnly_".utf8)
+
+    /// One line of a Netscape cookie file as bytes (without its line feed).
+    static func cookie(netscapeLine bytes: ArraySlice<UInt8>) -> CookieList.Cookie? {
+        var line = bytes
+        while line.last == UInt8(ascii: "\r") { line.removeLast() }
         var httpOnly = false
-        if line.hasPrefix("#HttpOnly_") {
+        if line.starts(with: httpOnlyMarker) {
             httpOnly = true
-            line.removeFirst("#HttpOnly_".count)
-        } else if line.hasPrefix("#") {
+            line.removeFirst(httpOnlyMarker.count)
+        } else if line.first == UInt8(ascii: "#") {
             return nil
         }
-        let fields = line.split(separator: "\t", omittingEmptySubsequences: false).map(String.init)
+        let fields = line.split(separator: UInt8(ascii: "\t"), omittingEmptySubsequences: false).map {
+            String(decoding: $0, as: UTF8.self)
+        }
         guard fields.count == 6 || fields.count == 7, !fields[0].isEmpty, !fields[5].isEmpty,
             let seconds = Int64(fields[4])
         else { return nil }

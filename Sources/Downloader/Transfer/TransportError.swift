@@ -15,6 +15,9 @@ enum TransportError {
         case hostNotFound
         /// TLS failed for a reason a retry does not change (certificate untrusted, expired, for another host).
         case tls
+        /// The response's header is beyond libcurl's limits (a line over 100 KB, which it reports as "Out of
+        /// memory", or over 300 KB in all): the server sends the same again.
+        case headerTooLarge
         /// Anything else: a connection refused, reset, lost or timed out — worth a retry.
         case transient
     }
@@ -40,6 +43,11 @@ enum TransportError {
                 underlying: underlying)
         case .tls:
             return .tlsFailure(url, reason: reason + "; " + trustAdvice, underlying: underlying)
+        case .headerTooLarge:
+            return .invalidResponse(
+                url,
+                reason: "the response header is too large (libcurl takes at most 100 KB a line and 300 KB in all; it "
+                    + "said: \(reason)); a retry would get the same")
         case .transient:
             return .connectionFailed(url, reason: reason, underlying: underlying)
         }
@@ -66,7 +74,11 @@ enum TransportError {
                 text.contains("ssl certificate problem") || text.contains("certificate subject name")
                 || text.contains("no alternative certificate subject name") || text.contains("certificate verify")
                 || text.contains("ssl peer certificate") || text.contains("unable to get local issuer")
-            return certificate ? .tls : .transient
+            if certificate { return .tls }
+            // libcurl's CURLE_OUT_OF_MEMORY is what a header line beyond CURL_MAX_HTTP_HEADER gives; a real lack of
+            // memory would not leave the process to read it.
+            let header = text.contains("too large response headers") || text.hasPrefix("out of memory")
+            return header ? .headerTooLarge : .transient
         default:
             return .transient
         }
