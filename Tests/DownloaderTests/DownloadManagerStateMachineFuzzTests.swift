@@ -29,6 +29,10 @@ struct DownloadManagerStateMachineFuzzTests {
         var queue: [Int: (priority: Int, sequence: Int)] = [:]
         var priorities: [Int: Int] = [:]
         var sequence = 0
+        /// Downloads waiting out a `Retry-After` out of the queue (`.wake` seen, `retryDue` not yet), and the places
+        /// before every other that `retryDue` gives (FIFO: below every sequence).
+        var delayed: Set<Int> = []
+        var frontSequence = 0
         var verifications: [(key: Int, expectation: Checksum)] = []
         var published: [Int: DownloadState] = [:]
         var shutDownReports = 0
@@ -84,6 +88,7 @@ struct DownloadManagerStateMachineFuzzTests {
                 model.cancelled.insert(generation)
             case .publish(let key, let state):
                 model.published[key] = state
+                model.delayed.remove(key)
                 if state == .queued {
                     model.sequence += 1
                     model.queue[key] = (model.priorities[key] ?? 0, model.sequence)
@@ -114,6 +119,10 @@ struct DownloadManagerStateMachineFuzzTests {
                 model.queue[key] = nil
             case .shutDownCompleted:
                 model.shutDownReports += 1
+            case .wake(let key, _):
+                // Waits out of the queue until `retryDue`.
+                model.queue[key] = nil
+                model.delayed.insert(key)
             case .adoptOptions, .recordFailure, .warn:
                 break
             }
@@ -140,7 +149,7 @@ struct DownloadManagerStateMachineFuzzTests {
         }
         for kind in [
             "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
-            "mismatch", "warn", "conflict", "conflictingOptions", "releaseCompletedFile",
+            "mismatch", "warn", "conflict", "conflictingOptions", "releaseCompletedFile", "wake", "retryDue",
         ] {
             #expect(
                 seen[kind, default: 0] >= (runsUnderSanitizer ? 10 : 50),
@@ -214,8 +223,11 @@ struct DownloadManagerStateMachineFuzzTests {
                         // A higher priority moves a waiting download: a new place in the queue.
                         if priority > (model.priorities[key] ?? 0) {
                             model.priorities[key] = priority
-                            model.sequence += 1
-                            model.queue[key] = (priority, model.sequence)
+                            // One waiting out a Retry-After is not in the queue: it goes in at `retryDue`.
+                            if !model.delayed.contains(key) {
+                                model.sequence += 1
+                                model.queue[key] = (priority, model.sequence)
+                            }
                         }
                     case .running, .stopping:
                         break  // joins: the running download keeps its priority
@@ -252,6 +264,22 @@ struct DownloadManagerStateMachineFuzzTests {
                 endedKey = endingKey
                 context = "seed \(seed) step \(step): \(endingKey) generation \(generation) ended \(end)"
                 actions = machine.transferEnded(endingKey, generation: generation, end)
+            case 96..<98:
+                guard let key = model.delayed.randomElement(using: &random) else { continue }
+                model.delayed.remove(key)
+                if machine.phase(of: key) == .queued {
+                    // The first place among its priority (FIFO), the newest (LIFO).
+                    if prioritization == .fifo {
+                        model.frontSequence -= 1
+                        model.queue[key] = (model.priorities[key] ?? 0, model.frontSequence)
+                    } else {
+                        model.sequence += 1
+                        model.queue[key] = (model.priorities[key] ?? 0, model.sequence)
+                    }
+                    model.seen["retryDue", default: 0] += 1
+                }
+                context = "seed \(seed) step \(step): retry due \(key)"
+                actions = machine.retryDue(key)
             case 90..<96:
                 guard !model.verifications.isEmpty else { continue }
                 let (verifiedKey, expectation) = model.verifications.remove(
@@ -312,6 +340,7 @@ struct DownloadManagerStateMachineFuzzTests {
         case .forget: "forget"
         case .shutDownCompleted: "shutDownCompleted"
         case .warn: "warn"
+        case .wake: "wake"
         }
     }
 
@@ -321,13 +350,15 @@ struct DownloadManagerStateMachineFuzzTests {
             // Told to stop: usually it stops, but it may have completed or failed just before.
             switch roll {
             case 0..<6: return .cancelled
-            case 6..<9: return .completed([checksums[0], checksums[1], nil].randomElement(using: &random)!)
+            case 6..<8: return .completed([checksums[0], checksums[1], nil].randomElement(using: &random)!)
+            case 8: return .retryLater(after: 1, retriesMade: 1)  // decided just before the stop reached it
             default: return .failed(.connectionFailed)
             }
         }
         switch roll {
-        case 0..<6: return .completed([checksums[0], checksums[1], nil].randomElement(using: &random)!)
-        case 6..<9: return .failed(.connectionFailed)
+        case 0..<5: return .completed([checksums[0], checksums[1], nil].randomElement(using: &random)!)
+        case 5..<7: return .failed(.connectionFailed)
+        case 7..<9: return .retryLater(after: 2, retriesMade: Int.random(in: 1...3, using: &random))
         default: return .cancelled
         }
     }

@@ -53,6 +53,16 @@ struct HostConnectionsTests {
         #expect(alone.limit(of: host) == nil)
     }
 
+    @Test("A refusal that names a time (Retry-After) is its own, whatever else is in flight: nothing lowered (issue #48)")
+    func refusalWithATime() {
+        var connections = HostConnections(cap: nil)
+        for ticket in 1...8 { check(connections.request(ticket, host: host, rank: 0) == .go) }
+        for _ in 1...8 { check(connections.refused(host: host, now: 0, namesTime: true) == .own) }
+        #expect(connections.limit(of: host) == nil, "a rate limit is no connection limit")
+        for _ in 1...8 { _ = connections.finished(host: host, now: 0, ending: .refused) }
+        #expect(connections.hosts.isEmpty)
+    }
+
     @Test("A 503 alone just after an answer there is \"settling\" (the server may still count it); later it is its own")
     func settling() {
         var connections = HostConnections(cap: nil, recoveryInterval: 10 * second, settleInterval: second)

@@ -52,6 +52,11 @@ extension DownloadManager {
                 // would otherwise inherit the removed one's pending placement in the journal.
                 journal?.append([.remove(url)])
                 persist(url)
+            case .wake(let url, let delay):
+                Task { [weak self] in
+                    try? await Task.sleep(for: .seconds(delay))
+                    await self?.retryDue(url)
+                }
             case .shutDownCompleted:
                 let waiting = shutdownWaiters
                 shutdownWaiters = []
@@ -173,7 +178,8 @@ extension DownloadManager {
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
             let (end, result) = await runner.run(
-                url: requestURL, options: options, replacing: replacing, willPlace: willPlace,
+                url: requestURL, options: options, replacing: replacing, retriesMade: start.retriesMade,
+                willPlace: willPlace,
                 progress: { written, total in box.update(written: written, total: total) },
                 willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) },
                 warn: { [weak self] reason in Task { await self?.emit(.warning(url, reason: reason)) } },
@@ -210,6 +216,11 @@ extension DownloadManager {
         if results[url]?.generation == generation { results[url] = nil }
         // A download removed while its file was being placed: its placement record must not outlive it.
         if book[url] == nil { persist(url) }
+    }
+
+    /// A download's `Retry-After` is over: it takes the first place in the queue.
+    private func retryDue(_ url: URL) {
+        apply(machine.retryDue(url))
     }
 
     private func transferWillRetry(_ url: URL, generation: Machine.Generation, _ retry: TransferRunner.Retry) {

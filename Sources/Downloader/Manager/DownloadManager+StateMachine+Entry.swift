@@ -32,6 +32,11 @@ extension DownloadManager.StateMachine {
         /// Suspended (or stopping to be) because its process stops or stopped, not by a caller (see
         /// `isInterrupted(_:)`); cleared by `suspend`.
         var interrupted = false
+        /// Queued but out of the slots' queue until `retryDue`: it waits out the server's `Retry-After`.
+        var waitsForRetry = false
+        /// Retries spent by the generation that ended to wait (`TransferEnd.retryLater`), for the next one to go on
+        /// counting from.
+        var retriesMade = 0
         /// A caller suspended it while its completed file was hashed for a new expectation: a mismatch then leaves the
         /// newer version suspended instead of fetching it. Cleared by a request or `resume`.
         var pausedWhileVerifying = false

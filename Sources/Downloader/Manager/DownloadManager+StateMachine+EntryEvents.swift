@@ -92,6 +92,8 @@ extension DownloadManager.StateMachine.Entry {
         switch phase {
         case .queued:
             phase = .suspended
+            waitsForRetry = false
+            retriesMade = 0
             let answered = waiters.map(\.id)
             waiters = []
             return [.publish(key, .suspended)] + (answered.isEmpty ? [] : [.fail(answered, key, .suspended)])
@@ -121,6 +123,8 @@ extension DownloadManager.StateMachine.Entry {
         case .queued:
             phase = .suspended
             interrupted = true
+            waitsForRetry = false
+            retriesMade = 0
             actions.append(.publish(key, .suspended))
         case .running(let generation):
             phase = .stopping(generation, next: .suspend)
@@ -177,6 +181,12 @@ extension DownloadManager.StateMachine.Entry {
             waiters = []
             if !answered.isEmpty { actions.append(.fail(answered, key, .error(error))) }
             return actions
+        case .retryLater(let delay, let made):
+            // Waits out of its slot, then first in the queue (`retryDue`); its waiters go on waiting.
+            phase = .queued
+            waitsForRetry = true
+            retriesMade = made
+            return [.publish(key, .queued), .wake(key, after: delay)]
         case .cancelled:
             phase = .suspended
             let answered = waiters.map(\.id)

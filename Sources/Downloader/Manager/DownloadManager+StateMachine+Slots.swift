@@ -24,6 +24,12 @@ extension DownloadManager.StateMachine {
             queue.push(key, priority: priority)
         }
 
+        /// Queues `key` before the downloads of its priority that wait (one that had started and waited out a
+        /// `Retry-After`).
+        mutating func enqueueFirst(_ key: Key, priority: Int) {
+            queue.pushFirst(key, priority: priority)
+        }
+
         /// Takes `key` out of the queue, if it waits.
         mutating func dequeue(_ key: Key) {
             queue.remove(key)

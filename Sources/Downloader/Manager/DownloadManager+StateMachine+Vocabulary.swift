@@ -47,6 +47,10 @@ extension DownloadManager.StateMachine {
         case failed(DownloadError)
         /// Stopped from outside: the partial file is kept.
         case cancelled
+        /// The server asked to wait (`Retry-After`) before the next attempt: the download waits for it out of its
+        /// slot (another download takes the slot meanwhile), then first in the queue; `retriesMade` retries of the
+        /// download's limit are spent, the one this wait leads to included.
+        case retryLater(after: Double, retriesMade: Int)
     }
 
     /// Why a waiter is answered with an error.
@@ -74,6 +78,8 @@ extension DownloadManager.StateMachine {
         /// The download's completed file is replaced once the new one is verified (a caller expected another
         /// checksum); until then it stays.
         var replacesCompletedFile: Bool
+        /// Retries of the download's limit already spent (by a generation that ended to wait out a `Retry-After`).
+        var retriesMade = 0
     }
 
     /// What the owner carries out, in order.
@@ -106,5 +112,7 @@ extension DownloadManager.StateMachine {
         case forget(Key)
         /// Shutdown asked and every transfer has ended.
         case shutDownCompleted
+        /// Call `retryDue(key)` after this many seconds: the download waits out a `Retry-After` without a slot.
+        case wake(Key, after: Double)
     }
 }

@@ -145,7 +145,7 @@ extension DownloadManager {
                 entry.join(expectation, transferRuns: false)
                 if priority > entry.priority {
                     entry.priority = priority
-                    slots.enqueue(key, priority: priority)
+                    if !entry.waitsForRetry { slots.enqueue(key, priority: priority) }
                 }
             case .running, .stopping(_, next: .resume):
                 if let waiting { entry.waiters.append(waiting) }
@@ -330,6 +330,17 @@ extension DownloadManager.StateMachine {
         return actions
     }
 
+    /// A download's `Retry-After` is over (the owner's timer of `.wake`): it takes the first place in the queue.
+    mutating func retryDue(_ key: Key) -> [Action] {
+        guard var entry = entries[key], !entry.isRemoved, entry.phase == .queued, entry.waitsForRetry else { return [] }
+        entry.waitsForRetry = false
+        slots.enqueueFirst(key, priority: entry.priority)
+        entries[key] = entry
+        var actions: [Action] = []
+        schedule(&actions)
+        return actions
+    }
+
     /// Suspends everything, answers every waiter and starts nothing more; `.shutDownCompleted` follows once
     /// every transfer has ended.
     mutating func shutdown() -> [Action] {
@@ -352,6 +363,10 @@ extension DownloadManager.StateMachine {
         _ key: Key, _ entry: inout Entry, generation: Generation, _ end: TransferEnd, next: Next?,
         _ actions: inout [Action]
     ) {
+        // A generation told to stop that ends to wait for a retry has stopped as asked.
+        var end = end
+        if next != nil, case .retryLater = end { end = .cancelled }
+        if isShuttingDown, case .retryLater = end { end = .cancelled }
         guard end == .cancelled, next == .resume, !isShuttingDown else {
             actions += entry.settle(key, generation: generation, end, shuttingDown: isShuttingDown)
             return
@@ -363,7 +378,10 @@ extension DownloadManager.StateMachine {
     private mutating func start(_ key: Key, _ entry: inout Entry) -> [Action] {
         let generation = slots.take()
         entry.phase = .running(generation)
-        let start = Start(expectation: entry.expectationForStart(), replacesCompletedFile: entry.replacesCompletedFile)
+        let start = Start(
+            expectation: entry.expectationForStart(), replacesCompletedFile: entry.replacesCompletedFile,
+            retriesMade: entry.retriesMade)
+        entry.retriesMade = 0
         return [.start(key, generation, start), .publish(key, .downloading)]
     }
 

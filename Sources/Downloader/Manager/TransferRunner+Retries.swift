@@ -29,9 +29,11 @@ extension TransferRunner {
         /// Retries made so far.
         private(set) var made = 0
 
-        init(limit: Int, backoff: Backoff) {
+        /// - Parameter made: retries already spent by the download's generation before (see `TransferEnd.retryLater`).
+        init(limit: Int, backoff: Backoff, made: Int = 0) {
             self.limit = limit
             self.backoff = backoff
+            self.made = made
         }
 
         /// An attempt ended.

@@ -25,21 +25,23 @@ struct TransferRunner: Sendable {
     ///   - url: the download.
     ///   - options: its options; `checksum` is what the file is verified against.
     ///   - replacing: a completed file the verified file replaces, if any.
+    ///   - retriesMade: retries of the limit spent by the generation before (which ended to wait a `Retry-After`).
     ///   - willPlace: told where the verified file goes just before it moves.
     ///   - progress: bytes on disk and the total, after every chunk.
     ///   - willRetry: told before each backoff.
     ///   - warn: told when bytes on disk could not be trusted and were not used.
     ///   - note: told what the transfer decided that is not a warning (for `Configuration.log`).
-    /// - Returns: how the generation ended, and the file it produced when it completed.
+    /// - Returns: how the generation ended, and the file it produced when it completed. A retry the server asked to
+    ///   wait for (`Retry-After`) ends the generation (`.retryLater`): the download waits out of its slot.
     func run(
-        url: URL, options: DownloadOptions, replacing: URL?,
+        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int = 0,
         willPlace: @escaping @Sendable (URL, Int64, Checksum?, String?) -> Void,
         progress: @escaping @Sendable (Int64, Int64?) -> Void,
         willRetry: @escaping @Sendable (Retry) async -> Void,
         warn: @escaping @Sendable (String) -> Void = { _ in },
         note: @escaping @Sendable (String) -> Void = { _ in }
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
-        var retries = Retries(limit: retryLimit, backoff: backoff)
+        var retries = Retries(limit: retryLimit, backoff: backoff, made: retriesMade)
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
         // One rank for every attempt: a retry keeps the download's place at its host's gate.
         let rank = DispatchTime.now().uptimeNanoseconds
@@ -59,6 +61,10 @@ struct TransferRunner: Sendable {
             var action = retries.attemptEnded(attempt, cancelled: Task.isCancelled)
             if case .retry(let retry) = action {
                 await willRetry(retry)
+                // The server said when: another download may use the slot meanwhile (the manager's machine).
+                if retry.error.retryAfter != nil && retry.delay > 0 {
+                    return (.retryLater(after: retry.delay, retriesMade: retries.made), nil)
+                }
                 do {
                     try await Task.sleep(for: .seconds(retry.delay))
                     continue

@@ -18,6 +18,8 @@ struct WaitingQueue<Key: Hashable> {
     /// The live ticket of each waiting key.
     private var live: [Key: Ticket] = [:]
     private var nextTicket: Ticket = 0
+    /// Tickets of `pushFirst` under FIFO: below every ticket of `push`.
+    private var nextFrontTicket: Ticket = 0
 
     init(prioritization: DownloadPrioritization) {
         self.prioritization = prioritization
@@ -39,6 +41,16 @@ struct WaitingQueue<Key: Hashable> {
         nextTicket += 1
         live[key] = nextTicket
         heap.append(Item(key: key, priority: priority, ticket: nextTicket))
+        siftUp(heap.count - 1)
+        purgeIfMostlyStale()
+    }
+
+    /// Queues `key` before every download of its priority that waits (again, if it was queued already).
+    mutating func pushFirst(_ key: Key, priority: Int) {
+        guard prioritization == .fifo else { return push(key, priority: priority) }  // LIFO: the newest goes first
+        nextFrontTicket -= 1
+        live[key] = nextFrontTicket
+        heap.append(Item(key: key, priority: priority, ticket: nextFrontTicket))
         siftUp(heap.count - 1)
         purgeIfMostlyStale()
     }

@@ -116,7 +116,7 @@ final class ConnectionGate: Sendable {
         let now = DispatchTime.now().uptimeNanoseconds
         return state.withLock { state in
             state.refused.insert(taskIdentifier)
-            switch state.connections.refused(host: host, now: now) {
+            switch state.connections.refused(host: host, now: now, namesTime: (retryAfter ?? 0) > 0) {
             case .own: return false
             case .tooMany: state.refusals[taskIdentifier] = Pause(delay: retryAfter ?? 0, holdsTurn: false)
             case .settling:

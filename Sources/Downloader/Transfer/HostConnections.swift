@@ -7,6 +7,9 @@
 /// - A request goes when its host has fewer in flight than its limit and no earlier-ranked request waits for it.
 ///   Waiting requests go in rank order (a download's start time, so the oldest download's next window goes first
 ///   and downloads under a cap finish one after another instead of all together at the end), then arrival order.
+/// - A `503` or `429` that names a time (`Retry-After` above 0) is the server's answer to this request — when to ask
+///   again — whatever else is in flight: it lowers nothing (a rate limit said so to every file's first request, and
+///   taking each as "too many" ran 16 files one at a time).
 /// - A `503` or `429` for a request while others to its host are in flight means "too many" (nginx `limit_conn`, a
 ///   CDN's per-client limit): the host's limit drops to the others, and the refused request waits for its turn
 ///   again without spending its download's retries. So do the first two refused alone within `settleInterval` of an
@@ -148,12 +151,14 @@ struct HostConnections: Sendable {
     }
 
     /// A request to `host` in flight was answered `503` or `429`.
+    /// - Parameter namesTime: the refusal carries a `Retry-After` above 0: it is `.own`.
     /// - Returns: what it means. For `.tooMany` the limit is lowered to the others; for `.tooMany` and `.settling` the
     ///   caller then calls `finished` for it and asks again (after a pause for `.settling`).
-    mutating func refused(host: String, now: UInt64) -> Refusal {
+    mutating func refused(host: String, now: UInt64, namesTime: Bool = false) -> Refusal {
         guard var entry = hosts[host], entry.inFlight > entry.refusedInFlight else { return .own }
         entry.refusedInFlight += 1
         defer { hosts[host] = entry }
+        if namesTime { return .own }
         // The requests still being answered there (another refused one is no longer).
         let others = entry.inFlight - entry.refusedInFlight
         guard others > 0 else {
