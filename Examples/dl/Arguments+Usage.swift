@@ -97,8 +97,10 @@ extension Arguments {
               --on-complete CMD      after each verified file, run sh -c 'CMD "$1"' with the file's path as $1 and
                                      DL_PATH, DL_URL, DL_CHECKSUM in the environment (one at a time, while the
                                      downloads go on); a failure is reported, not fatal; --on-download-complete too
-              --result-log FILE      append one JSON line per URL as it ends: url, path, size, digest, status (ok
-                                     or failed), error, time; each line written whole (safe to read while dl runs)
+              --result-log FILE      one JSON line per URL as it ends: url, path, size, digest, status (ok or
+                                     failed), error, time; each line written whole (safe to read while dl runs).
+                                     Reruns keep one line per URL, its latest outcome: a URL logged ok gets no
+                                     new line, a changed outcome replaces the old line when the run ends
               --list                 print the downloads known in DIR and exit
 
         Environment:

@@ -156,7 +156,11 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     // Ctrl-C, SIGTERM and SIGHUP: suspend everything, save the state, then exit 130 / 143 / 129. A second signal exits
     // at once.
     let signals = SignalHandler(
-        manager: manager, renderer: renderer, directory: directory, state: state, onStop: saveCookies)
+        manager: manager, renderer: renderer, directory: directory, state: state,
+        onStop: {
+            saveCookies()
+            resultLog?.finish()
+        })
     signals.install()
     renderer.redrawOnResize()
 
@@ -215,6 +219,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     await hook?.finish()
     await manager.shutdown()
     saveCookies()
+    resultLog?.finish()
     await events.value  // shutdown ends the stream once every event is delivered
     renderer.finish(failures: failures)
     if let bad = arguments.input?.failure.withLock({ $0 }) {

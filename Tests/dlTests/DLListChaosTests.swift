@@ -53,7 +53,8 @@ final class DLListChaosTests: Sendable, DLFileChecks {
         try list.write(to: listFile, atomically: true, encoding: .utf8)
         let dir = work.appendingPathComponent("out-\(trial)")
         let active = String(Int.random(in: 1...4, using: &random))
-        let arguments = ["--dir", dir.path, "-q", "-j", active, "-i", listFile.path]
+        let log = work.appendingPathComponent("results-\(trial).jsonl")
+        let arguments = ["--dir", dir.path, "-q", "-j", active, "--result-log", log.path, "-i", listFile.path]
 
         var problems: [String] = []
         var delivered: [String: Int] = [:]  // file name → the run that printed it
@@ -97,6 +98,9 @@ final class DLListChaosTests: Sendable, DLFileChecks {
         if FileManager.default.fileExists(atPath: dir.appendingPathComponent(".dl").path) {
             problems.append("the state folder was left")
         }
+        // However many runs were killed: one result line per URL (issue #48).
+        let logged = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n")
+        if logged.count != count { problems.append("the result log has \(logged.count) lines for \(count) URLs") }
         return (problems, positioned)
     }
 }

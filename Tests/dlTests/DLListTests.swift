@@ -71,7 +71,7 @@ final class DLListTests: Sendable, DLFileChecks {
         #expect(!server.requests.contains { $0.path == "/bytes/b2" || $0.path == "/bytes/b3" })
     }
 
-    @Test("--result-log: one JSON line per URL as it ends (url, path, size, digest, status, error); a rerun appends")
+    @Test("--result-log: one JSON line per URL as it ends (url, path, size, digest, status, error); a rerun adds none")
     func resultLog() async throws {
         let good = server.url("/bytes/r0?size=3000")
         let missing = server.url("/status/404?r=1")
@@ -97,7 +97,32 @@ final class DLListTests: Sendable, DLFileChecks {
         let again = try await DLProcess.run(
             ["--dir", dir.path, "-q", "--result-log", log.path, good.absoluteString], in: work)
         #expect(again.status == 0)
-        #expect(try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count == 3)
+        #expect(try String(contentsOf: log, encoding: .utf8).split(separator: "\n").count == 2, "one line per URL")
+    }
+
+    @Test("--result-log after kill -9 and reruns of the same list: exactly one line per URL, the latest (issue #48)")
+    func resultLogAfterKill() async throws {
+        // 40 files, and one that fails in the first runs and is served in the last (a 404, then the file).
+        var urls = (0..<40).map { server.url("/bytes/k\($0)?size=2000").absoluteString }
+        let flaky = server.url("/bytes/kf?size=2000&status=404&statusCount=2").absoluteString
+        urls.insert(flaky, at: 3)
+        try urls.joined(separator: "\n").write(
+            to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
+        let log = work.appendingPathComponent("killed.jsonl")
+        let arguments = [
+            "--dir", dir.path, "-q", "-j", "2", "--retries", "0", "--result-log", log.path, "-i", "list.txt",
+        ]
+        let first = try DLProcess(arguments, in: work, environment: ["DL_IN_FLIGHT": "4"])
+        #expect(await first.waitForStdout(lines: 15))
+        first.send(SIGKILL)
+        _ = await first.wait()
+        for _ in 0..<2 { _ = try await DLProcess.run(arguments, in: work) }
+        let lines = try String(contentsOf: log, encoding: .utf8).split(separator: "\n")
+        let records = try lines.map { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] ?? [:] }
+        let logged = records.compactMap { $0["url"] as? String }
+        #expect(logged.count == urls.count, "\(logged.count) lines for \(urls.count) URLs")
+        #expect(Set(logged) == Set(urls))
+        #expect(records.first { $0["url"] as? String == flaky }?["status"] as? String == "ok", "the latest outcome")
     }
 
     @Test("Off a terminal, a list prints one line per finished file and a summary, no line for starting")
