@@ -101,7 +101,10 @@ extension Arguments {
                                      failed), error, time; each line written whole (safe to read while dl runs).
                                      Reruns keep one line per URL, its latest outcome: a URL logged ok gets no
                                      new line, a changed outcome replaces the old line when the run ends
-              --list                 print the downloads known in DIR and exit
+              --list                 print the downloads known in DIR and exit, with what holds for an
+                                     unfinished one: its rate limit, connections and expected checksum (a rerun's
+                                     command line sets the rate and connections again; the checksum stays unless
+                                     the rerun gives another)
 
         Environment:
           http_proxy, https_proxy    a forward proxy for http:// and https:// URLs (http://HOST:PORT; libcurl reads

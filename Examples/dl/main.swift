@@ -24,6 +24,14 @@ func list(_ state: URL, directory: URL) -> Int32 {
         if download.needsCredentials && download.state != .completed {
             listing += "\t(its credentials are not saved: a rerun gives them again)"
         }
+        if download.state != .completed {
+            // What holds for it until a rerun's command line says otherwise (the checksum stays unless contradicted).
+            var holds: [String] = []
+            if let rate = download.maximumBytesPerSecond { holds.append("--limit-rate \(Screen.bytes(Int64(rate)))/s") }
+            if let connections = download.connections, connections > 1 { holds.append("-x \(connections)") }
+            if let checksum = download.expectedChecksum { holds.append("--checksum \(checksum)") }
+            if !holds.isEmpty { listing += "\t(\(holds.joined(separator: ", ")))" }
+        }
         listing += "\n"
     }
     Console.output(listing)
@@ -62,11 +70,14 @@ func downloadOptions(_ request: Arguments.Request, _ arguments: Arguments, in di
         URL(fileURLWithPath: place.folder ?? directory.path, isDirectory: true)
             .appendingPathComponent(place.name).standardizedFileURL
     }
-    return DownloadOptions(
+    var options = DownloadOptions(
         headers: headers,
         checksum: request.checksum ?? arguments.checksum ?? arguments.checksumFile?.checksum(for: request.url),
         naming: arguments.naming, computesChecksum: arguments.computesChecksum, destination: destination,
         maximumBytesPerSecond: arguments.limitRate, connections: arguments.connections, mirrors: request.mirrors)
+    // The command line says all its tuning: a rerun without --limit-rate runs unlimited.
+    options.replacesSavedTuning = true
+    return options
 }
 
 /// Runs `dl` with parsed arguments.

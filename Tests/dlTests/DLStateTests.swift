@@ -107,7 +107,10 @@ final class DLStateTests: Sendable {
             in: work)
         // Interrupted once both planted files are delivered (printed) and the other has sent its first bytes.
         #expect(await running.waitForStdout(lines: 2))
-        #expect(await running.send(SIGINT, when: server) { $0.bodyBytesSent >= 500 + 2000 + 1500 })
+        // Sent is not yet received: signalled once the other's first bytes are in its partial file (else the rerun
+        // rightly starts it from byte 0; seen once on a loaded machine).
+        #expect(await DLReliabilityTests.partialFile(in: dir, reaches: 500))
+        running.send(SIGINT)
         let interrupted = await running.wait()
         #expect(interrupted.status == 130)
         #expect(interrupted.lines.count == 2, "both planted files were delivered: \(interrupted.stderr)")
@@ -155,6 +158,28 @@ final class DLStateTests: Sendable {
             let name = URL(fileURLWithPath: path).lastPathComponent
             #expect(try md5(path) == TestContent(name: name, size: 2000).md5.hexString)
         }
+    }
+
+    @Test(
+        "A rerun's command line wins for tuning: --limit-rate dropped runs unpaced; --list shows what holds (issue #48)"
+    )
+    func rerunTuningWins() async throws {
+        let url = server.url("/bytes/paced?size=\(3 << 20)").absoluteString
+        let checksum = "md5=\(MD5.hash(data: TestContent(name: "paced", size: 3 << 20).data).hexString)"
+        let first = try DLProcess(
+            ["-q", "--dir", dir.path, "--limit-rate", "200k", "--checksum", checksum, url], in: work)
+        #expect(await first.send(SIGTERM, when: server) { $0.bodyBytesSent >= 300_000 })
+        #expect(await first.wait().status == 143)
+        let listed = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
+        #expect(listed.stdout.contains("--limit-rate 200.0 KiB/s"), "\(listed.stdout)")
+        #expect(listed.stdout.contains(checksum), "the expectation in force: \(listed.stdout)")
+        let before = server.requests.count
+        let rerun = try await DLProcess.run(["-q", "--dir", dir.path, url], in: work)
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+        // Paced, the rest comes in windows of a quarter of a second at 200 KiB/s (over 50 requests); unpaced, in a
+        // few.
+        let gets = server.requests[before...].filter { $0.method == "GET" }.count
+        #expect(gets <= 4, "\(gets) requests: still paced")
     }
 
     @Test("A successful run leaves only the downloaded files in DIR, like wget and aria2c")

@@ -27,6 +27,10 @@ extension DownloadManager {
         package var resumable = true
         /// It was asked with credentials, which are never saved: a rerun must give them again.
         package var needsCredentials = false
+        /// What holds for it: its rate limit, connections and expected checksum (`nil`: none saved).
+        package var maximumBytesPerSecond: Int?
+        package var connections: Int?
+        package var expectedChecksum: Checksum?
     }
 
     /// Reads the downloads a state folder records, in the order they were first requested.
@@ -55,6 +59,9 @@ extension DownloadManager {
             var download = SavedDownload(
                 url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)
             download.needsCredentials = entry.credentialsNotSaved == true
+            download.maximumBytesPerSecond = entry.options.maximumBytesPerSecond
+            download.connections = entry.options.connections
+            download.expectedChecksum = entry.expectations.own
             // A partial file without a usable state cannot be continued; a state without bytes says what its server
             // is (the bytes of one that ignores Range are not kept).
             let stateFile = layout.stateFile(for: entry.url)

@@ -84,6 +84,10 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
     /// `Cookie` from `headers` go only to the URL's own origin (use `Configuration.prepareRequest` for a mirror's
     /// credentials). Default: none.
     public var mirrors: [URL]
+    /// Whether this request's tuning — `maximumBytesPerSecond` and `connections` — replaces the one a download saved
+    /// as it is, unset values included, rather than only where it sets them (the default). For a caller that states
+    /// its whole tuning each time, as a command line does: a rerun without a rate limit then runs unlimited. Not saved.
+    public var replacesSavedTuning = false
 
     /// Creates options with the defaults: no extra headers, no expected digest, `.suggested` naming (not chosen), the
     /// file hashed.
@@ -225,6 +229,10 @@ extension DownloadOptions {
         if let destination { merged.destination = destination }
         if let maximumBytesPerSecond { merged.maximumBytesPerSecond = maximumBytesPerSecond }
         if let connections { merged.connections = connections }
+        if replacesSavedTuning {
+            merged.maximumBytesPerSecond = maximumBytesPerSecond
+            merged.connections = connections
+        }
         merged.mirrors += mirrors.filter { !kept.mirrors.contains($0) }
         return merged
     }
