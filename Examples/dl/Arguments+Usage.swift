@@ -33,6 +33,8 @@ extension Arguments {
                                      --directory-prefix means the same
           -o, --out NAME             the one URL's file name inside DIR; a file partly downloaded from another
                                      URL (an expired signed link) continues from this one if it proves the same
+                                     (without -o, so does the partial file of a link with the same host and path
+                                     and another query: a link signed again)
           -O, --output FILE          write the one URL to exactly FILE, replacing it once verified (the state
                                      lives in FILE's folder unless --dir is given); --output-document too
           -O -                       the one URL's bytes to stdout as they arrive (dl -O - URL | tar x): no

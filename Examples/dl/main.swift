@@ -42,21 +42,30 @@ func list(_ state: URL, directory: URL) -> Int32 {
 }
 
 /// `dl -o NAME NEWURL` (or `-O FILE`) for a file partly downloaded from another URL — a signed link that expired —
-/// continues that download from the new URL (`DownloadManager.changeURL(of:to:)`): its bytes are kept when the server
+/// or `dl NEWURL` for a link signed again (the same host and path, another query), continues that download from the
+/// new URL (`DownloadManager.changeURL(of:to:)`): its bytes are kept when the server
 /// proves the same file (validators and length, or the expected checksum), and no second entry is left behind.
 /// - Returns: the earlier download's URL, which the run then asks for; `nil` when there is none.
 func continuesUnderNewURL(
     _ request: Arguments.Request, _ arguments: Arguments, in directory: URL, manager: DownloadManager,
     renderer: ProgressRenderer
 ) async -> URL? {
-    guard let file = downloadOptions(request, arguments, in: directory).destination,
-        let earlier = await manager.unfinishedDownload(writingTo: file),
-        earlier.url != request.url.withoutCredentials,
+    let earlier: DownloadReceipt
+    if let file = downloadOptions(request, arguments, in: directory).destination {
+        guard let found = await manager.unfinishedDownload(writingTo: file) else { return nil }
+        earlier = found
+    } else {
+        // No -o: a link signed again (the same host and path, another query) names the same file.
+        guard let found = await manager.unfinishedDownload(sameFileAs: request.url) else { return nil }
+        earlier = found
+    }
+    guard earlier.url != request.url.withoutCredentials,
         (try? await manager.changeURL(of: earlier.url, to: request.url)) != nil
     else { return nil }
+    let name = request.destination?.name ?? request.url.lastPathComponent
     renderer.printError(
         Screen.safe(
-            "dl: \(file.lastPathComponent): continuing the partial file from \(earlier.url.redactedAbsoluteString) "
+            "dl: \(name): continuing the partial file from \(earlier.url.redactedAbsoluteString) "
                 + "with the new URL (kept only if the server proves it is the same file)"))
     return earlier.url
 }
@@ -182,7 +191,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
 
     // The command line's URLs in their order, then the input file's as the batch asks for them.
     var named = arguments.requests
-    if named.count == 1, arguments.input == nil, named[0].destination != nil,
+    if named.count == 1, arguments.input == nil,
         let earlier = await continuesUnderNewURL(
             named[0], arguments, in: directory, manager: manager, renderer: renderer)
     {

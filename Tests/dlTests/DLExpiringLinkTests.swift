@@ -39,4 +39,34 @@ final class DLExpiringLinkTests: Sendable, DLFileChecks {
         #expect(!FileManager.default.fileExists(atPath: work.appendingPathComponent(".dl").path))
         #expect(entries(work) == ["file.bin"])
     }
+
+    @Test(
+        "A link signed again, without -o (same name, another query), continues the partial file and says so (issue #48)"
+    )
+    func resignedLinkContinues() async throws {
+        let size = 600_000
+        let dir = work.appendingPathComponent("resigned")
+        let old = server.url("/bytes/resign.bin?size=\(size)&sig=1&sigUses=2&dropAt=300000")
+        let first = try await DLProcess.run(["-q", "-d", dir.path, old.absoluteString], in: work)
+        #expect(first.status == 1 && first.stderr.contains("403"), "\(first.stderr)")
+        let partial = dir.appendingPathComponent(".dl/partial")
+        let kept = try FileManager.default.contentsOfDirectory(atPath: partial.path).filter { $0.hasSuffix(".part") }
+            .reduce(Int64(0)) { total, name in
+                let attributes = try? FileManager.default.attributesOfItem(
+                    atPath: partial.appendingPathComponent(name).path)
+                return total + ((attributes?[.size] as? NSNumber)?.int64Value ?? 0)
+            }
+        #expect(kept >= 250_000, "the first link left bytes to continue: \(kept)")
+        let sentBefore = server.statistics.bodyBytesSent
+        let fresh = server.url("/bytes/resign.bin?size=\(size)&sig=2&sigUses=100")
+        let second = try await DLProcess.run(["-d", dir.path, fresh.absoluteString], in: work)
+        #expect(second.status == 0, "\(second.stderr)")
+        #expect(second.stderr.contains("continuing the partial file"), "it says so: \(second.stderr)")
+        #expect(try md5(dir.appendingPathComponent("resign.bin")) == content("resign.bin", size))
+        let served = server.statistics.bodyBytesSent - sentBefore
+        // The rest, not the whole file again (1.45 times it before): the kept bytes are not served twice.
+        #expect(served <= Int64(size) - kept + Int64(size) / 10, "served \(served), \(kept) of \(size) were kept")
+        // One entry: nothing of the old link is left unfinished.
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent(".dl").path))
+    }
 }

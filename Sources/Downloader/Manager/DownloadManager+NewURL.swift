@@ -40,6 +40,38 @@ extension DownloadManager {
         return book[url]?.receipt
     }
 
+    /// The unfinished download of the same file under another link: a link signed again (`?X-Amz-Signature=…`) has the
+    /// scheme, host and path of the one that expired and another query, and its file takes the same name in the
+    /// completed area. Give it the new link with `changeURL(of:to:)`: its bytes are kept only when the server proves
+    /// the same version.
+    /// - Parameter url: the new link.
+    /// - Returns: the most recently requested such download without a destination of its own; `nil` when none, or
+    ///   when `url` is a download itself.
+    public func unfinishedDownload(sameFileAs url: URL) -> DownloadReceipt? {
+        let url = url.withoutCredentials
+        guard book[url] == nil, let wanted = Self.fileIdentity(of: url) else { return nil }
+        for record in book.all.reversed() where record.options.destination == nil {
+            let other = record.receipt.url
+            guard other != url, Self.fileIdentity(of: other) == wanted, record.receipt.state != .completed,
+                completedFiles[other] == nil
+            else { continue }
+            return record.receipt
+        }
+        return nil
+    }
+
+    /// A URL without its query and fragment: what two links to one file signed at different times share.
+    private static func fileIdentity(of url: URL) -> String? {
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false), components.host != nil else {
+            return nil
+        }
+        components.query = nil
+        components.fragment = nil
+        components.scheme = components.scheme?.lowercased()
+        components.host = components.host?.lowercased()
+        return components.url?.absoluteString
+    }
+
     /// The unfinished download whose verified file goes to `destination` (its `DownloadOptions.destination`), if any:
     /// for a program that names the file it wants and may be given a new URL for it (see `changeURL(of:to:)`).
     /// - Parameter destination: a file URL.
