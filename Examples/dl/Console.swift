@@ -69,6 +69,8 @@ extension DownloadError {
             return reason
                 + "; the proxy wants a login: give it in http_proxy or https_proxy (http://USER:PASSWORD@HOST:PORT)"
         default:
+            // The library's words for a rerun that contradicts what an unfinished download holds.
+            if self == .conflictingOptions { return reason + " (dl --list shows what holds for it)" }
             return reason
         }
     }

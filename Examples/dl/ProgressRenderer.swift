@@ -34,6 +34,8 @@ final class ProgressRenderer: @unchecked Sendable {
     private let lock = NSLock()
     private var lines: [URL: Line] = [:]
     private var order: [URL] = []
+    /// The names `-o`, `-O` and `out=` give files, while their downloads are in flight (the URL's name otherwise).
+    private var chosenNames: [URL: String] = [:]
     private var drawnLines = 0
     private var lastDraw = Date.distantPast
     private let started: Date
@@ -78,6 +80,22 @@ final class ProgressRenderer: @unchecked Sendable {
         return body(self)
     }
 
+    /// Names a download's file as the command line or the list does (`-o NAME`, `out=NAME`) in its progress and
+    /// messages, until `forgetName(of:)`.
+    func setName(_ name: String, of url: URL) {
+        locked { $0.chosenNames[url.withoutCredentials] = name }
+    }
+
+    /// The download ended: its name is no longer kept.
+    func forgetName(of url: URL) {
+        locked { _ = $0.chosenNames.removeValue(forKey: url.withoutCredentials) }
+    }
+
+    /// How a download is named on screen: its chosen name, else its URL's.
+    private func displayName(_ url: URL) -> String {
+        chosenNames[url].map(Screen.safe) ?? Screen.displayName(url)
+    }
+
     /// Takes one manager event.
     func handle(_ event: DownloadEvent) {
         locked { $0.handleLocked(event) }
@@ -91,7 +109,7 @@ final class ProgressRenderer: @unchecked Sendable {
                 if lines[receipt.url] == nil { order.append(receipt.url) }
                 let moment = now()
                 lines[receipt.url] = Line(
-                    name: Screen.displayName(receipt.url), receipt: receipt,
+                    name: displayName(receipt.url), receipt: receipt,
                     started: lines[receipt.url]?.started ?? moment, lastPlainReport: moment)
             case .completed, .failed, .suspended, .idle, .queued:
                 if lines.removeValue(forKey: receipt.url) != nil { order.removeAll { $0 == receipt.url } }
@@ -119,10 +137,10 @@ final class ProgressRenderer: @unchecked Sendable {
             // Visible, so that a frozen bar is explained: the fault and when the download goes on.
             let why = reason.reason.isEmpty ? reason.errorDescription ?? "a fault" : reason.reason
             message(
-                "dl: \(Screen.displayName(url)): \(why); retry \(attempt) in \(String(format: "%.1f", delay)) s")
+                "dl: \(displayName(url)): \(why); retry \(attempt) in \(String(format: "%.1f", delay)) s")
             redraw(force: true)
         case .warning(let url, let reason):
-            message("dl: warning: \(Screen.displayName(url)): \(reason)", important: true)
+            message("dl: warning: \(displayName(url)): \(reason)", important: true)
             redraw(force: true)
         case .removed, .receiptsSaved:
             break

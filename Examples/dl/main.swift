@@ -198,7 +198,9 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
         named[0].url = earlier  // the download the partial file belongs to, now fetched from the new URL
     }
     let commandLine = named.map { request in
-        DownloadRequest(request.url, options: downloadOptions(request, arguments, in: directory))
+        let options = downloadOptions(request, arguments, in: directory)
+        if let chosen = options.destination { renderer.setName(chosen.lastPathComponent, of: request.url) }
+        return DownloadRequest(request.url, options: options)
     }
     let listed = arguments.input.map { input in
         let settings = arguments
@@ -207,7 +209,9 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             if let list = settings.checksumFile, !settings.checksumOptional {
                 try Arguments.requireChecksum(of: request, in: list)
             }
-            return DownloadRequest(request.url, options: downloadOptions(request, settings, in: directory))
+            let options = downloadOptions(request, settings, in: directory)
+            if let chosen = options.destination { renderer.setName(chosen.lastPathComponent, of: request.url) }
+            return DownloadRequest(request.url, options: options)
         }
     }
     let hook = arguments.onComplete.map { command in
@@ -222,6 +226,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     let inFlight = ProcessInfo.processInfo.environment["DL_IN_FLIGHT"].flatMap { Int($0) }.map { max(1, $0) }
     for await outcome in manager.download(requests, maximumInFlight: inFlight) {
         let url = outcome.request.url
+        renderer.forgetName(of: url)
         switch outcome.result {
         case .success(let receipt):
             renderer.printResult(receipt.fileURL.path)

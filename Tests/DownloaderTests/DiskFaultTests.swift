@@ -57,6 +57,8 @@ final class DiskFaultTests: Sendable {
         let url = server.url("/bytes/toobig?size=3000000")
         let error = await #expect(throws: DownloadError.self) { try await manager.download(url) }
         #expect(error == .fileSystem && error?.reason.contains("not enough free space") == true, "\(error!)")
+        // Binary sizes in binary units (issue #48): "2.9 MiB", never "MB".
+        #expect(error?.reason.contains("MiB") == true && error?.reason.contains(" MB") == false, "\(error!)")
         #expect(server.statistics.bodyBytesSent < 1 << 20, "stopped before filling the disk")
         // What fits still downloads.
         let fits = try await manager.download(server.url("/bytes/fits?size=100000"))

@@ -182,6 +182,25 @@ final class DLStateTests: Sendable {
         #expect(gets <= 4, "\(gets) requests: still paced")
     }
 
+    @Test("Words (issue #48): -o NAME in progress and warnings, --list shows a known length after kill -9")
+    func words() async throws {
+        // A retry's message names the file as -o names it, not after the URL.
+        let flaky = server.url("/bytes/wire-name?size=3000&status=503&statusCount=1&retryAfter=0")
+        let retried = try await DLProcess.run(["--dir", dir.path, "-o", "chosen.bin", flaky.absoluteString], in: work)
+        #expect(retried.status == 0, "\(retried.stderr)")
+        #expect(retried.stderr.contains("dl: chosen.bin: "), "\(retried.stderr)")
+        #expect(!retried.stderr.contains("wire-name"), "\(retried.stderr)")
+        // After kill -9 the journal may not have the length yet; the partial file's state has it.
+        let size = 8 << 20
+        let held = server.url("/bytes/known?size=\(size)&stallAfter=\(1 << 20)&stall=60&stallCount=1&stallReached=1")
+        let killed = try DLProcess(["-q", "--dir", dir.path, held.absoluteString], in: work)
+        #expect(await DLReliabilityTests.partialFile(in: dir, reaches: 1 << 20))
+        killed.send(SIGKILL)
+        _ = await killed.wait()
+        let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
+        #expect(list.stdout.contains("/\(size)\t"), "\(list.stdout)")
+    }
+
     @Test("A successful run leaves only the downloaded files in DIR, like wget and aria2c")
     func nothingLeftBehind() async throws {
         let outcome = try await DLProcess.run(

@@ -56,29 +56,32 @@ extension DownloadManager {
                 state == .completed
                 ? (entry.totalBytesExpected ?? 0)
                 : (FileManager.default.sizeOfItem(at: layout.partialFile(for: entry.url)) ?? 0)
+            // The partial file's state knows the length when the journal does not yet (a run killed early).
+            let stateFile = layout.stateFile(for: entry.url)
+            let saved = state == .completed ? nil : Self.partialState(stateFile, url: entry.url)
             var download = SavedDownload(
-                url: entry.url, state: state, name: name, bytesOnDisk: onDisk, totalBytes: entry.totalBytesExpected)
+                url: entry.url, state: state, name: name, bytesOnDisk: onDisk,
+                totalBytes: entry.totalBytesExpected ?? saved?.totalLength)
             download.needsCredentials = entry.credentialsNotSaved == true
             download.maximumBytesPerSecond = entry.options.maximumBytesPerSecond
             download.connections = entry.options.connections
             download.expectedChecksum = entry.expectations.own
             // A partial file without a usable state cannot be continued; a state without bytes says what its server
             // is (the bytes of one that ignores Range are not kept).
-            let stateFile = layout.stateFile(for: entry.url)
-            if state != .completed && (onDisk > 0 || FileManager.default.fileExists(atPath: stateFile.path)) {
-                download.resumable = Self.isResumable(stateFile, url: entry.url)
+            if state != .completed && (onDisk > 0 || saved != nil) {
+                download.resumable = saved.map { $0.rangesSupported && $0.validators.ifRange != nil } ?? false
             }
             downloads.append(download)
         }
         return (downloads, inUse)
     }
 
-    /// Whether the saved transfer state lets a rerun continue from the partial file: it is there and valid, and its
-    /// server takes Range with a validator to send as `If-Range`.
-    private static func isResumable(_ stateFile: URL, url: URL) -> Bool {
+    /// The saved transfer state of a partial file, when it is there and valid. A rerun continues from the partial
+    /// file when its server takes Range with a validator to send as `If-Range`.
+    private static func partialState(_ stateFile: URL, url: URL) -> PartialState? {
         guard let data = readWithoutFollowing(stateFile), case .valid(let state) = PartialState.decode(data, for: url)
-        else { return false }
-        return state.rangesSupported && state.validators.ifRange != nil
+        else { return nil }
+        return state
     }
 
     /// A file's bytes, never through a symbolic link; `nil` when it cannot be read.

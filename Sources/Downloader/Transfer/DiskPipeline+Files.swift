@@ -59,13 +59,11 @@ extension DiskPipeline {
         guard needed > 0, let free = FileManager.default.freeSpace(at: files.partialURL.deletingLastPathComponent())
         else { return }
         guard free < needed else { return }
-        let format = ByteCountFormatter()
-        format.countStyle = .binary
         fail(
             .fileSystem(
                 url,
-                reason: "not enough free space: \(format.string(fromByteCount: needed)) still to come, "
-                    + "\(format.string(fromByteCount: free)) free on the disk of \(files.partialURL.path)"))
+                reason: "not enough free space: \(ByteSize.text(needed)) still to come, "
+                    + "\(ByteSize.text(free)) free on the disk of \(files.partialURL.path)"))
     }
 
     /// Reserves the partial file's blocks for `total` bytes (`FileAllocation`; disk queue, once the length is known)

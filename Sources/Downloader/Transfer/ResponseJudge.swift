@@ -65,14 +65,12 @@ enum ResponseJudge {
         let error = DownloadError.httpStatus(401, url: url)
         let schemes = head.authenticationSchemes
         if schemes.contains("basic") {
-            return error.adding(
-                "it asks for a login: give one (DownloadManager.Configuration.credentials; dl --user or ~/.netrc), "
-                    + "or check the one given")
+            return error.adding("it asks for a login (Basic): give one, or check the one given")
         }
         guard let first = schemes.first else { return error }
         return error.adding(
             "it asks for \(first.capitalized) authentication, which is not supported (Basic is): give an "
-                + "Authorization header, or a token through prepareRequest")
+                + "Authorization header with a token instead")
     }
 
     private static func judgePartial(

@@ -46,7 +46,7 @@ enum TransportError {
         case .headerTooLarge:
             return .invalidResponse(
                 url,
-                reason: "the response header is too large (libcurl takes at most 100 KB a line and 300 KB in all; it "
+                reason: "the response header is too large (libcurl takes at most 100 KiB a line and 300 KiB in all; it "
                     + "said: \(reason)); a retry would get the same")
         case .transient:
             return .connectionFailed(url, reason: reason, underlying: underlying)
