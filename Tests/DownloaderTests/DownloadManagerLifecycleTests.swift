@@ -195,6 +195,26 @@ final class DownloadManagerLifecycleTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("A manager with a memory budget delivers every file right (issue #48)")
+    func memoryBudget() async throws {
+        var configuration = DownloadManager.Configuration.forTests(directory: temporary.url, maximumActive: 8)
+        configuration.memoryBudget = 8 << 20  // 1 MiB a download: windows of 682 KiB
+        let manager = try DownloadManager(configuration: configuration)
+        let names = (0..<8).map { "budget\($0)" }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for name in names {
+                group.addTask {
+                    let receipt = try await manager.download(self.server.url("/bytes/\(name)?size=\(3 << 20)"))
+                    #expect(try md5OfFile(receipt.fileURL) == TestContent(name: name, size: 3 << 20).md5)
+                }
+            }
+            try await group.waitForAll()
+        }
+        // Windows of the budget's size: a 3 MiB file takes several.
+        #expect(gets("budget0").count >= 4)
+        await manager.shutdown()
+    }
+
     @Test("suspend() ends every download() waiting for the URL with DownloadError.suspended")
     func suspendEndsWaiters() async throws {
         let manager = try makeManager()

@@ -18,6 +18,21 @@ struct WindowSizingTests {
         #expect(sizing.full == 1_000)
     }
 
+    @Test("A memory budget's share bounds every window and buffer of a transfer (issue #48)")
+    func memoryShare() {
+        let defaults = Transfer.Configuration()
+        for share: Int64 in [1 << 20, 3 << 20, 64 << 20, 1 << 30] {
+            let fitted = defaults.fitting(memory: share)
+            let bound = max(1 << 20, share)
+            // About 1.5 windows wait for the disk at most: within the share, and never more than without a budget.
+            #expect(fitted.maximumWindowSize * 3 / 2 <= bound && fitted.windowSize <= fitted.maximumWindowSize)
+            #expect(fitted.maximumWindowSize <= defaults.maximumWindowSize && fitted.windowSize <= defaults.windowSize)
+            #expect(fitted.maximumUnwrittenBytes <= bound / 2 && fitted.hashBacklogLimit <= bound / 8)
+            #expect(fitted.firstWindowSize <= fitted.windowSize)
+        }
+        #expect(defaults.fitting(memory: 1).windowSize >= 256 << 10, "at least 1 MiB a transfer")
+    }
+
     @Test("A window the disk fell behind on, a short one, or a cut one does not grow the next")
     func staysWhenItShould() {
         var sizing = WindowSizing(base: 100, maximum: 10_000)

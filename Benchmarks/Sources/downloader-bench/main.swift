@@ -3,6 +3,7 @@
 //   swift run --package-path Benchmarks -c release downloader-bench md5|sha256|sha1 FILE [FILE...]
 //   swift run --package-path Benchmarks -c release downloader-bench queue [COUNT]
 //   swift run --package-path Benchmarks -c release downloader-bench state [COUNT]
+//   swift run --package-path Benchmarks -c release downloader-bench service DIR N URLPREFIX SIZE [BUDGET_MIB]
 //
 // `md5`, `sha256`, `sha1` print "<hex digest>  <file>  <seconds> s  <MiB/s>" per file, like md5sum plus timing.
 // `queue` times the manager's waiting queue: COUNT (default 20000) URLs wait behind one slot that a silent local
@@ -10,6 +11,9 @@
 // `state` measures the saved state with COUNT (default 10000) receipts: the time to open the directory (median of 5)
 // and the bytes written to the journal per change (100 single removals); it prints
 // "open S s  per-change B bytes  journal B bytes".
+// `service` runs N downloads at once in one manager, as a service does (URLPREFIX + i + "?size=" + SIZE, e.g. the test
+// server's /bytes/), with `Configuration.memoryBudget` BUDGET_MIB when given; it prints the wall time and the peak
+// resident memory (VmHWM).
 import Downloader
 import Foundation
 
@@ -61,7 +65,9 @@ func digest<H: BenchedHash>(_ hasher: H.Type, ofFileAt path: String) throws -> (
 
 func usage() -> Never {
     FileHandle.standardError.write(
-        Data("usage: downloader-bench md5|sha256|sha1 FILE... | queue [COUNT] | state [COUNT]\n".utf8))
+        Data(
+            ("usage: downloader-bench md5|sha256|sha1 FILE... | queue [COUNT] | state [COUNT] | "
+                + "service DIR N URLPREFIX SIZE [BUDGET_MIB]\n").utf8))
     exit(2)
 }
 
@@ -145,6 +151,27 @@ func queueBenchmark(count: Int) async throws {
     await manager.shutdown()
 }
 
+/// `service`: N downloads at once in one manager; prints the wall time and the peak resident memory.
+func serviceBenchmark(_ arguments: [String]) async throws {
+    guard arguments.count >= 4, let count = Int(arguments[1]), let size = Int(arguments[3]) else { usage() }
+    var configuration = DownloadManager.Configuration(directory: URL(fileURLWithPath: arguments[0]))
+    configuration.maximumActiveDownloads = count
+    if arguments.count > 4, let budget = Int(arguments[4]) { configuration.memoryBudget = budget << 20 }
+    let manager = try DownloadManager(configuration: configuration)
+    let started = ContinuousClock.now
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        for index in 0..<count {
+            let url = URL(string: "\(arguments[2])\(index)?size=\(size)")!
+            group.addTask { _ = try await manager.download(url) }
+        }
+        try await group.waitForAll()
+    }
+    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "VmHWM: ?"
+    print("\(count) downloads in \(ContinuousClock.now - started); \(peak.replacingOccurrences(of: "\t", with: " "))")
+    await manager.shutdown()
+}
+
 let arguments = CommandLine.arguments.dropFirst()
 guard let command = arguments.first else { usage() }
 switch command {
@@ -173,6 +200,8 @@ case "state":
 case "queue":
     let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
     try await queueBenchmark(count: count)
+case "service":
+    try await serviceBenchmark(Array(arguments.dropFirst()))
 default:
     usage()
 }

@@ -189,6 +189,7 @@ extension DownloadManager {
         var running = RunningTransfer(generation: generation, task: task, box: box)
         _ = running.meter.sample(bytes: record.receipt.totalBytesWritten)  // the speed counts from the start
         transfers[url] = running
+        trimmer?.transfersRunning(transfers.count)
         startTickerIfNeeded()
     }
 
@@ -199,6 +200,7 @@ extension DownloadManager {
         if let ended = transfers[url], ended.generation == generation {
             total = ended.box.current.total
             transfers[url] = nil
+            trimmer?.transfersRunning(transfers.count)
         }
         if let result { results[url] = (generation, result) }
         if result == nil, completedFiles[url] == nil, var receipt = book[url]?.receipt {

@@ -71,6 +71,15 @@ extension DownloadManager {
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
         /// Default 4 MiB.
         public var windowSize: Int
+        /// The most bytes of file data all downloads together keep in memory — windows on their way to the disk,
+        /// bytes waiting to be written or hashed — as one budget: each of `maximumActiveDownloads` gets an equal share
+        /// (at least 1 MiB), and its windows, which otherwise grow up to 128 MiB while the disk keeps up, stay within it.
+        /// On Linux (glibc) a manager with a budget also gives freed memory back to the system four times a second
+        /// while downloads run (`malloc_trim`): chunks that URLSession allocates on one thread and the disk frees on
+        /// another otherwise leave freed memory in many malloc arenas, which made 20 downloads of 100 MiB peak at
+        /// 157–171 MB; with a budget of 64 MiB they peak at about 80 MB (BENCHMARKS.md). Default `nil`: no budget
+        /// (each download is bounded by its windows alone).
+        public var memoryBudget: Int?
         /// Bytes of a fresh download's first request, which opens a connection (see
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
         package var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
@@ -137,6 +146,7 @@ extension DownloadManager {
             credentials = [:]
             lowestSpeedInterval = 30
             windowSize = 4 << 20
+            memoryBudget = nil
             connectionsPerDownload = 1
             completedDirectory = nil
             stateDirectory = nil

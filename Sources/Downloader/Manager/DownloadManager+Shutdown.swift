@@ -44,6 +44,7 @@ extension DownloadManager {
             lock?.release()
         }
         bridge.invalidate()
+        trimmer?.stop()
         for subscriber in eventSubscribers.values { subscriber.continuation.finish() }
         eventSubscribers.removeAll()
     }

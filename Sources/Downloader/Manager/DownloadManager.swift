@@ -77,6 +77,8 @@ public actor DownloadManager {
     let openError: DownloadError?
     let bridge: SessionBridge
     let runner: TransferRunner
+    /// Returns freed memory to the system while downloads run (`Configuration.memoryBudget`).
+    let trimmer: MallocTrimmer?
     let fileWork = FileWorkQueue()
 
     var machine: Machine
@@ -177,17 +179,21 @@ public actor DownloadManager {
                 credentials: HostCredentials(configuration.credentials),
                 connectionCap: configuration.maximumConnectionsPerHost,
                 cookies: configuration.cookies ?? DownloadCookieJar()))
+        var engine = Transfer.Configuration(
+            windowSize: Int64(max(1, configuration.windowSize)),
+            firstWindowSize: Int64(max(1, configuration.firstWindowSize)),
+            firstRequestBudget: configuration.firstRequestBudget,
+            connections: configuration.connectionsPerDownload,
+            minimumSegmentSize: configuration.minimumSegmentSize, checksFreeSpace: configuration.checksFreeSpace,
+            fileAllocation: configuration.fileAllocation, beforeRestore: .init(call: configuration.beforeRestore))
+        if let budget = configuration.memoryBudget {
+            engine = engine.fitting(memory: Int64(budget) / Int64(max(1, configuration.maximumActiveDownloads)))
+        }
+        trimmer = configuration.memoryBudget != nil ? MallocTrimmer() : nil
         runner = TransferRunner(
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),
-            retryLimit: configuration.retryLimit,
-            engine: Transfer.Configuration(
-                windowSize: Int64(max(1, configuration.windowSize)),
-                firstWindowSize: Int64(max(1, configuration.firstWindowSize)),
-                firstRequestBudget: configuration.firstRequestBudget,
-                connections: configuration.connectionsPerDownload,
-                minimumSegmentSize: configuration.minimumSegmentSize, checksFreeSpace: configuration.checksFreeSpace,
-                fileAllocation: configuration.fileAllocation, beforeRestore: .init(call: configuration.beforeRestore)),
+            retryLimit: configuration.retryLimit, engine: engine,
             sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {

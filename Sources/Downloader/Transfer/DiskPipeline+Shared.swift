@@ -32,6 +32,25 @@ extension DiskPipeline {
         /// `drained()` until the next command): it may then touch the stages' fields from anywhere (`QueueOwned`).
         var handedOver = true
 
+        /// Queues written bytes: copied into the block of the last command when it is a write with room left, else
+        /// into a new block. URLSession's chunk (16 KiB, allocated on its thread) is then freed at once instead of
+        /// waiting for the disk on another thread: freed chunks spread over many malloc arenas kept 20 downloads at
+        /// 157–171 MB, against 64–72 MB with one arena; blocks of a few hundred KiB are few and reused.
+        /// - Parameters:
+        ///   - data: the bytes.
+        ///   - blockSize: the most bytes of one block (the first block of a transfer is smaller: small files).
+        mutating func appendWrite(_ data: Data, blockSize: Int) {
+            if case .write(var block)? = commands.last, block.count + data.count <= blockSize {
+                commands.removeLast()  // `block` is now the only reference: the bytes are appended in place
+                block.append(data)
+                commands.append(.write(block))
+                return
+            }
+            var block = Data(capacity: min(blockSize, max(64 << 10, 4 * data.count)))
+            block.append(data)
+            commands.append(.write(block))
+        }
+
         /// Counts `count` more bytes held in memory (fewer when negative).
         mutating func changeBuffered(by count: Int64) {
             buffered += count

@@ -122,7 +122,11 @@ final class DiskPipeline: @unchecked Sendable {
         let (wake, failure) = shared.withLock { shared -> (Wake, DownloadError?) in
             shared.handedOver = false
             shared.changeBuffered(by: count)
-            shared.commands.append(command)
+            if case .write(let data) = command {
+                shared.appendWrite(data, blockSize: Int(writeBatchBytes))
+            } else {
+                shared.commands.append(command)
+            }
             shared.unwritten += count
             if shared.scheduled { return (.none, shared.failure) }
             // Not scheduled: `unwritten` is exactly what waits in the inbox.

@@ -76,6 +76,22 @@ final class Transfer: Sendable {
         var hashBacklogLimit: Int64 = 1 << 20
         /// Called where a partial file is picked up, before its file work (tests hold it there).
         var beforeRestore = Hook()
+
+        /// The settings with every bound of what a transfer keeps in memory within `share` bytes (a manager's
+        /// `memoryBudget` over its active downloads): windows (about 1.5 of them wait for the disk at most), the bytes
+        /// of a whole body waiting to be written, the hash stage's backlog.
+        /// - Parameter share: the transfer's bytes, at least 1 MiB.
+        func fitting(memory share: Int64) -> Configuration {
+            let share = max(1 << 20, share)
+            var fitted = self
+            let window = max(256 << 10, share * 2 / 3)
+            fitted.windowSize = min(windowSize, window)
+            fitted.maximumWindowSize = min(maximumWindowSize, window)
+            fitted.firstWindowSize = min(firstWindowSize, fitted.windowSize)
+            fitted.maximumUnwrittenBytes = min(maximumUnwrittenBytes, share / 2)
+            fitted.hashBacklogLimit = min(hashBacklogLimit, share / 8)
+            return fitted
+        }
     }
 
     /// A test's hook in a configuration: `nil` in production, ignored by equality.
