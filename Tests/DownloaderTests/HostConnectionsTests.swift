@@ -53,7 +53,7 @@ struct HostConnectionsTests {
         #expect(alone.limit(of: host) == nil)
     }
 
-    @Test("A refusal that names a time (Retry-After) is its own, whatever else is in flight: nothing lowered (issue #48)")
+    @Test("A refusal naming a time (Retry-After) is its own, whatever else is in flight (issue #48)")
     func refusalWithATime() {
         var connections = HostConnections(cap: nil)
         for ticket in 1...8 { check(connections.request(ticket, host: host, rank: 0) == .go) }
