@@ -1,0 +1,228 @@
+import Downloader
+import FleetCore
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// `downloader-fleet work`: carries out a `WorkerMachine`'s actions against PostgreSQL and one `DownloadManager`.
+///
+/// A claimed shard's URLs without a result go to the manager through its batch API; each verified file or final
+/// failure becomes a result line, committed at least once a second while the lease holds (the token fences it). The
+/// lease is renewed every third of its length. A lost connection keeps the downloads going: results wait in memory and
+/// are committed once the database answers again (a claim is asked for again with a backoff up to 10 s). SIGTERM
+/// (graceful shutdown) stops claiming, commits what finished, hands the shard back and ends; after 4.5 s it exits
+/// anyway.
+actor Worker {
+    typealias Claim = LeaseRules.Claim
+
+    let database: Database
+    let manager: DownloadManager
+    let job: String
+    let node: String
+    /// Seconds a claim holds without a renewal.
+    let lease: Double
+    let logger: Logger
+    private var machine: WorkerMachine
+    /// The claim being downloaded, and the task that reads its outcomes.
+    private var current: (claim: Claim, task: Task<Void, Never>)?
+    private var ended: CheckedContinuation<Void, Never>?
+    private var isOver = false
+    private var claimBackoff: Double = 1
+    private var ticks = 0
+
+    init(database: Database, manager: DownloadManager, job: String, node: String, lease: Double, exitsWhenDone: Bool) {
+        self.database = database
+        self.manager = manager
+        self.job = job
+        self.node = node
+        self.lease = lease
+        logger = database.logger
+        machine = WorkerMachine(exitsWhenDone: exitsWhenDone)
+    }
+
+    /// Works until the job is done (`--exit-when-done`) or `stop()` ended it.
+    func run() async {
+        let ticker = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                await self?.tick()
+            }
+        }
+        await perform(machine.start())
+        if !isOver { await withCheckedContinuation { ended = $0 } }
+        ticker.cancel()
+        current?.task.cancel()
+        await manager.shutdown()
+    }
+
+    /// SIGTERM: stop claiming, commit what finished, hand the shard back, end.
+    func stop() async {
+        logger.info("stopping: no more claims; the shard goes back")
+        await perform(machine.stop())
+    }
+
+    private func tick() async {
+        ticks += 1
+        let renewDue = ticks % max(1, Int(lease / 3)) == 0
+        if ticks % 5 == 0 { try? await database.seen(job: job, node: node) }
+        await perform(machine.tick(renewDue: renewDue))
+    }
+
+    private func perform(_ actions: [WorkerMachine.Action]) async {
+        for action in actions {
+            switch action {
+            case .claim:
+                await claim()
+            case .download(let claim):
+                await download(claim)
+            case .commit(let outcomes, let claim):
+                await commit(outcomes, claim)
+            case .renew(let claim):
+                do {
+                    let holds = try await database.renew(claim, lease: lease)
+                    if !holds { logger.warning("lost the lease of shard \(claim.shard): another worker has it") }
+                    await perform(machine.renewalEnded(claim, lost: !holds))
+                } catch {
+                    logger.warning("could not renew the lease of shard \(claim.shard): \(describe(error))")
+                }
+            case .abandon(let claim):
+                if current?.claim == claim {
+                    current?.task.cancel()  // the batch suspends what is in flight
+                    current = nil
+                }
+            case .handBack(let claim):
+                do { try await database.handBack(claim) } catch {
+                    logger.warning(
+                        "could not hand shard \(claim.shard) back (its lease ends by itself): \(describe(error))")
+                }
+            case .waitAndClaim:
+                let delay = claimBackoff
+                claimBackoff = min(10, claimBackoff * 2)
+                Task { [weak self] in
+                    try? await Task.sleep(for: .seconds(delay))
+                    guard let self else { return }
+                    await self.perform(self.waitedActions())
+                }
+            case .exitDone:
+                logger.info("the job is done")
+                finish()
+            case .exit:
+                finish()
+            }
+        }
+    }
+
+    private func waitedActions() -> [WorkerMachine.Action] { machine.waited() }
+
+    private func finish() {
+        isOver = true
+        ended?.resume()
+        ended = nil
+    }
+
+    private func claim() async {
+        do {
+            let (claim, allDone) = try await database.claim(job: job, node: node, lease: lease)
+            claimBackoff = 1
+            if let claim { logger.info("claimed shard \(claim.shard) (token \(claim.token))") }
+            await perform(machine.claimed(claim, allDone: allDone))
+        } catch {
+            logger.warning("could not claim a shard (tried again shortly): \(describe(error))")
+            await perform(machine.claimed(nil, allDone: false))
+        }
+    }
+
+    private func download(_ claim: Claim) async {
+        let urls: [String]
+        do {
+            urls = try await database.remaining(of: claim)
+        } catch {
+            logger.warning("could not read shard \(claim.shard): \(describe(error))")
+            await perform(machine.renewalEnded(claim, lost: true))
+            return
+        }
+        var texts: [URL: String] = [:]
+        var requests: [DownloadRequest] = []
+        for text in urls {
+            guard let url = URL(string: text) else { continue }
+            texts[url] = text
+            requests.append(DownloadRequest(url))
+        }
+        let manager = self.manager
+        let node = self.node
+        let task = Task { [weak self] in
+            for await outcome in manager.download(requests) {
+                guard let text = texts[outcome.request.url], let line = Self.line(outcome, url: text, node: node)
+                else { continue }
+                await self?.finished(WorkerMachine.Outcome(url: text, line: line), of: claim)
+            }
+            await self?.downloadsEnded(claim)
+        }
+        current = (claim, task)
+        // URLs that are not URLs have a result too: failed.
+        for text in urls where URL(string: text) == nil {
+            await finished(
+                WorkerMachine.Outcome(
+                    url: text,
+                    line: ResultLine(url: text, status: "failed", time: Self.now(), error: "not a URL", node: node)),
+                of: claim)
+        }
+    }
+
+    private func finished(_ outcome: WorkerMachine.Outcome, of claim: Claim) async {
+        await perform(machine.finished(outcome, of: claim))
+    }
+
+    private func downloadsEnded(_ claim: Claim) async {
+        if current?.claim == claim { current = nil }
+        await perform(machine.downloadsFinished(claim))
+    }
+
+    private func commit(_ outcomes: [WorkerMachine.Outcome], _ claim: Claim) async {
+        let end: WorkerMachine.CommitEnd
+        do {
+            let held = try await database.commit(outcomes.map(\.line), job: job, node: node, claim: claim)
+            end = held ? .accepted : .fenced
+            if !held { logger.warning("shard \(claim.shard) moved on: \(outcomes.count) results not committed") }
+        } catch {
+            logger.warning("could not commit \(outcomes.count) results (kept, tried again): \(describe(error))")
+            end = .failed
+        }
+        await perform(machine.committed(outcomes, for: claim, end))
+    }
+
+    /// A final outcome as a result line; `nil` for one that is not final (suspended, cancelled: the URL stays open).
+    static func line(_ outcome: DownloadOutcome, url: String, node: String) -> ResultLine? {
+        switch outcome.result {
+        case .success(let receipt):
+            return ResultLine(
+                url: url, status: "ok", path: receipt.fileURL.path, size: receipt.totalBytesWritten,
+                digest: receipt.checksum?.description, time: now(), node: node)
+        case .failure(let error):
+            if [DownloadError.suspended, .cancelled, .shutDown].contains(error) { return nil }
+            return ResultLine(url: url, status: "failed", time: now(), error: error.reason, node: node)
+        }
+    }
+
+    static func now() -> String { Date().formatted(.iso8601) }
+}
+
+/// The worker as a service of the group that also runs the database client: SIGTERM reaches it as a graceful
+/// shutdown, and its end (the job done) shuts the group down.
+struct WorkerService: Service {
+    let worker: Worker
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await worker.run()
+        } onGracefulShutdown: {
+            // The stop must end within 5 s of the signal, whatever the database does.
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: 4.5)
+                fflush(nil)
+                _exit(0)
+            }
+            Task { await worker.stop() }
+        }
+    }
+}
