@@ -154,6 +154,12 @@ final class DownloadManagerLifecycleTests: Sendable {
             DownloadOptions(destination: other), DownloadOptions(naming: .custom("renamed.bin")),
             DownloadOptions(expectedMD5: Self.wrongMD5, destination: first),
         ]
+        // Asked without making the request, each refusal is the one the request then gets (issue #50: aria2's addUri).
+        for options in contradictions {
+            #expect(await manager.refusal(ofRequestFor: url, options: options) == .conflictingOptions)
+        }
+        #expect(await manager.refusal(ofRequestFor: url, options: asked) == nil)
+        #expect(await manager.refusal(ofRequestFor: url) == nil)
         let started = ContinuousClock.now
         for options in contradictions {
             await #expect(throws: DownloadError.conflictingOptions) {
@@ -182,6 +188,7 @@ final class DownloadManagerLifecycleTests: Sendable {
         // One download: its first byte asked for once.
         #expect(server.requests.filter { $0.path == "/bytes/held" && ($0.rangeStart ?? 0) == 0 }.count == 1)
         await manager.shutdown()
+        #expect(await manager.refusal(ofRequestFor: url) == .shutDown)
     }
 
     @Test("A response header too large for libcurl fails at once as such, not retried as 'Out of memory' (issue #48)")

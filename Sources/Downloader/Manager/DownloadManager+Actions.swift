@@ -278,7 +278,7 @@ extension DownloadManager {
     // MARK: - Waiters
 
     /// The error a waiter gets for a failure.
-    private func error(for failure: Machine.Failure, of url: URL) -> DownloadError {
+    func error(for failure: Machine.Failure, of url: URL) -> DownloadError {
         switch failure {
         case .error(let failure): return failure
         case .suspended: return .suspended(url)

@@ -19,6 +19,33 @@ extension DownloadManager {
         return nextWaiterID
     }
 
+    /// What a request for `url` with `options` would be refused for if it were made now, without making it: what
+    /// `download(_:options:)` would throw at once and `enqueue`'s completion get at once — `DownloadError.shutDown`,
+    /// `DownloadError.conflictingOptions` (another destination or file name than a download underway),
+    /// `DownloadError.checksumConflict` (another checksum of the same algorithm), or a request that is not valid
+    /// (`DownloadError.invalidURL`, `DownloadError.invalidChecksum`, a destination that cannot be used). For a
+    /// service that must answer its own client before the request goes on (aria2's `addUri`).
+    /// - Parameters:
+    ///   - url: what would be downloaded.
+    ///   - options: the request's options.
+    /// - Returns: the error, `nil` when the request would be taken (started, joined or continued).
+    public func refusal(ofRequestFor url: URL, options: DownloadOptions = DownloadOptions()) -> DownloadError? {
+        let url = url.withoutCredentials
+        let expectation: Checksum?
+        do throws(DownloadError) {
+            if let openError { throw openError }
+            try url.validateForDownload()
+            expectation = try options.expectation()
+            try validateDestination(options.destination, of: url)
+        } catch {
+            return error
+        }
+        let contradiction = book[url].flatMap { options.contradiction(joining: $0.options) }
+        return machine.refusal(of: url, expectation: expectation, contradiction: contradiction).map {
+            error(for: $0, of: url)
+        }
+    }
+
     /// One caller's request: validated, a completed file moved if its naming or destination changed, then handed to
     /// the machine.
     func request(_ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?) {

@@ -70,6 +70,19 @@ extension DownloadManager {
             entries[key]?.isInterrupted ?? false
         }
 
+        /// What a request for `key` would be refused for now (`request` decides by it): the manager shut down, an
+        /// expected checksum that contradicts the one the download keeps, or options that contradict those of a
+        /// download underway; `nil` when it would be taken.
+        func refusal(of key: Key, expectation: Checksum?, contradiction: String?) -> Failure? {
+            if isShuttingDown { return .afterShutdown }
+            let entry = entries[key] ?? Entry()
+            if let expectation, entry.keepsItsExpectations, let kept = entry.contradiction(to: expectation) {
+                return .conflict(kept: kept, requested: expectation)
+            }
+            if let contradiction, entry.isUnderway { return .conflictingOptions(contradiction) }
+            return nil
+        }
+
         // MARK: - Events from callers
 
         /// The expected checksums a download keeps, for saving.
@@ -119,20 +132,15 @@ extension DownloadManager {
         ) -> [Action] {
             let waiting = waiter.map { Waiter(id: $0, expectation: expectation) }
             // Refused, and said also with nobody to tell (a warning, hence a log record): never dropped silently.
-            if isShuttingDown {
-                return [.warn(key, .afterShutdown)] + (waiting.map { [.fail([$0.id], key, .afterShutdown)] } ?? [])
+            if let refusal = refusal(of: key, expectation: expectation, contradiction: contradiction) {
+                guard refusal == .afterShutdown else {
+                    return waiting.map { [.fail([$0.id], key, refusal)] } ?? [.warn(key, refusal)]
+                }
+                return [.warn(key, refusal)] + (waiting.map { [.fail([$0.id], key, refusal)] } ?? [])
             }
             var entry = entries[key] ?? Entry()
             var actions: [Action] = []
             entry.pausedWhileVerifying = false  // a request lifts a caller's pause, as it resumes a suspended download
-            if let expectation, entry.keepsItsExpectations, let kept = entry.contradiction(to: expectation) {
-                let refusal = Failure.conflict(kept: kept, requested: expectation)
-                return waiting.map { [.fail([$0.id], key, refusal)] } ?? [.warn(key, refusal)]
-            }
-            if let contradiction, entry.isUnderway {
-                let refusal = Failure.conflictingOptions(contradiction)
-                return waiting.map { [.fail([$0.id], key, refusal)] } ?? [.warn(key, refusal)]
-            }
             switch entry.phase {
             case .stopping(let generation, _) where entry.isRemoved:
                 // Removed a moment ago and wanted again: a new download, once the old files are gone.
