@@ -30,11 +30,22 @@ let package = Package(
                 "Aria2RPC",
                 .product(name: "Downloader", package: "swift-downloader"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "Aria2RPCTests", dependencies: ["Aria2RPC"]),
+        // aria2's methods without HTTP, and the HTTP face through Hummingbird's test client (the host and origin
+        // guard, /api/downloads under churn).
+        .testTarget(
+            name: "DownloaderServerTests",
+            dependencies: [
+                "DownloaderServer", "Aria2RPC",
+                .product(name: "Downloader", package: "swift-downloader"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

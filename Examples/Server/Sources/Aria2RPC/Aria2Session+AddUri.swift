@@ -53,6 +53,11 @@ extension Aria2Session {
             }
             request.connections = count
         }
+        // A download of this URL underway with another `out`, `dir` or checksum: aria2's error, not a silent join
+        // that drops them (equal options join it, as before).
+        if let refusal = await manager.refusal(ofRequestFor: urls[0], options: request) {
+            throw .refused(refusal.reason)
+        }
         let receipt = await manager.enqueue(urls[0], options: request)
         let gid = Self.gid(of: receipt)
         self.urls[gid] = receipt.url
@@ -84,7 +89,12 @@ extension Aria2Session {
         let dir = options["dir"]?.string
         let out = options["out"]?.string
         if let out, out.isEmpty || out.hasSuffix("/") { throw .invalidParams("out must name a file") }
-        guard dir != nil || out?.contains("/") == true else { return nil }
+        guard dir != nil || out?.contains("/") == true else {
+            if let out {
+                try Self.refuseLinks(to: directory.appendingPathComponent(out), below: directory)
+            }
+            return nil
+        }
         var folder = directory
         if let dir {
             folder =
@@ -104,7 +114,28 @@ extension Aria2Session {
         guard !file.path.dropFirst(root.count).split(separator: "/").contains(where: { $0.hasPrefix(".") }) else {
             throw .refused("dir and out must not name hidden folders or files")
         }
+        try Self.refuseLinks(to: file, below: directory)
         // Straight into the directory: the manager's naming (`out`, or the server's or URL's name) is enough.
         return file.deletingLastPathComponent().standardizedFileURL.path == directory.path ? nil : file
+    }
+
+    /// Refuses a file whose folder leads outside `directory` through a symbolic link (`DIR/link → /elsewhere`), or
+    /// that is a link itself: the folders that exist are resolved, and must stay beneath the resolved `directory`.
+    /// (What does not exist yet has no link in it; the manager creates the missing folders.)
+    static func refuseLinks(to file: URL, below directory: URL) throws(Aria2Error) {
+        let root = directory.resolvingSymlinksInPath().standardizedFileURL.path
+        var existing = file.deletingLastPathComponent().standardizedFileURL
+        while !FileManager.default.fileExists(atPath: existing.path) && existing.path != "/" {
+            existing = existing.deletingLastPathComponent()
+        }
+        let resolved = existing.resolvingSymlinksInPath().standardizedFileURL.path
+        guard resolved == root || resolved.hasPrefix(root.hasSuffix("/") ? root : root + "/") else {
+            throw .refused("dir and out must stay inside \(directory.path) (a link leads elsewhere)")
+        }
+        if let type = try? FileManager.default.attributesOfItem(atPath: file.path)[.type] as? FileAttributeType,
+            type == .typeSymbolicLink
+        {
+            throw .refused("\(file.lastPathComponent) is a link: dir and out must name a file inside \(directory.path)")
+        }
     }
 }

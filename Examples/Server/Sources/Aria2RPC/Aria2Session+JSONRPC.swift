@@ -9,7 +9,9 @@ extension Aria2Session {
             return Self.encode(Self.errorResponse(.parseError, id: .null))
         }
         if case .array(let batch) = parsed {
-            guard !batch.isEmpty else { return Self.encode(Self.errorResponse(.invalidRequest, id: .null)) }
+            guard !batch.isEmpty, batch.count <= Self.maximumCallsPerBatch else {
+                return Self.encode(Self.errorResponse(.invalidRequest, id: .null))
+            }
             var answers: [JSONValue] = []
             for request in batch {
                 if let answer = await answer(request) { answers.append(answer) }

@@ -78,6 +78,7 @@ extension Aria2Session {
     /// The downloads that match, in the order they were first added.
     func list(_ matches: (DownloadReceipt) -> Bool) async -> [DownloadReceipt] {
         let all = await manager.allReceipts
+        listings += 1
         for receipt in all { urls[Self.gid(of: receipt)] = receipt.url }
         return all.filter(matches)
     }
@@ -108,17 +109,26 @@ extension Aria2Session {
         guard !gid.isEmpty, gid.count <= 16, gid.allSatisfy(\.isHexDigit) else {
             throw .refused("Bad GID \(gid)")
         }
-        var matches = urls.filter { $0.key.hasPrefix(gid.lowercased()) }
-        if matches.count != 1 {
-            _ = await list { _ in false }  // learn every download's GID
-            matches = urls.filter { $0.key.hasPrefix(gid.lowercased()) }
+        let key = gid.lowercased()
+        if !indexed && (key.count < 16 || urls[key] == nil) {
+            _ = await list { _ in false }  // learn every download's GID, once
+            indexed = true
         }
-        guard matches.count == 1, let url = matches.first?.value else {
-            if matches.count > 1 { throw .refused("GID \(gid) is not unique") }
-            return nil
+        let match: (gid: String, url: URL)
+        if key.count == 16 {
+            guard let url = urls[key] else { return nil }
+            match = (key, url)
+        } else {
+            // A prefix (people type a few digits): a scan, as aria2 does.
+            let matches = urls.filter { $0.key.hasPrefix(key) }
+            guard matches.count == 1, let only = matches.first else {
+                if matches.count > 1 { throw .refused("GID \(gid) is not unique") }
+                return nil
+            }
+            match = (only.key, only.value)
         }
-        guard let receipt = await manager.receipt(for: url) else {
-            urls[matches.first!.key] = nil
+        guard let receipt = await manager.receipt(for: match.url) else {
+            urls[match.gid] = nil
             return nil
         }
         return receipt

@@ -15,8 +15,15 @@ public actor Aria2Session {
     public let directory: URL
     let secret: String?
     let requestShutdown: @Sendable () -> Void
-    /// Downloads by GID, for the ones this session has seen (added, listed, or found at start).
+    /// Downloads by GID: every download once `indexed` (the manager's are read at the first lookup that misses;
+    /// then this session adds and removes its own), so a lookup is one dictionary access, not a scan.
     var urls: [String: URL] = [:]
+    /// Whether `urls` holds every download the manager had when it was read.
+    var indexed = false
+    /// How many times every receipt was read from the manager (the tests count the scans).
+    var listings = 0
+    /// Most calls one batch or `system.multicall` may carry (a larger one is refused before any runs).
+    public static let maximumCallsPerBatch = 10_000
     /// What `aria2.remove` removed, as its last status, in the order they were removed.
     var removed: [(gid: String, status: JSONValue)] = []
     /// The file a download added with `dir` or an `out` path is written to (`DownloadOptions.destination`).
@@ -105,6 +112,9 @@ public actor Aria2Session {
     func multicall(_ params: [JSONValue]) async -> JSONValue {
         guard params.count == 1, let calls = params[0].array else {
             return Self.fault(.invalidParams("system.multicall takes one array of {methodName, params} structs"))
+        }
+        guard calls.count <= Self.maximumCallsPerBatch else {
+            return Self.fault(.invalidParams("system.multicall takes at most \(Self.maximumCallsPerBatch) calls"))
         }
         var results: [JSONValue] = []
         for call in calls {

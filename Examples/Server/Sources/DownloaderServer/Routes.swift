@@ -18,17 +18,20 @@ enum Routes {
     ///     reads it from its address's fragment (`/#token=TOKEN`), which browsers never send to a server.
     ///   - allowsEveryOrigin: `--rpc-allow-origin-all`: web pages of every origin may call (CORS); otherwise a
     ///     request a page of another origin makes is refused.
+    ///   - host: the address it listens on (`--host`): on a loopback bind, only loopback names and this one may be
+    ///     named by a request's `Host` (DNS rebinding).
     static func router(
-        session: Aria2Session, manager: DownloadManager, secret: String?, allowsEveryOrigin: Bool
+        session: Aria2Session, manager: DownloadManager, secret: String?, allowsEveryOrigin: Bool,
+        host: String = "127.0.0.1"
     ) -> Router<BasicRequestContext> {
         let router = Router()
+        let allowedHosts = OriginGuard<BasicRequestContext>.allowedHosts(boundTo: host)
         if allowsEveryOrigin {
             router.add(
                 middleware: CORSMiddleware(
                     allowOrigin: .all, allowHeaders: [.contentType, .authorization], allowMethods: [.get, .post]))
-        } else {
-            router.add(middleware: OriginGuard())
         }
+        router.add(middleware: OriginGuard(allowedHosts: allowedHosts, allowsEveryOrigin: allowsEveryOrigin))
         router.post("jsonrpc") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 4 << 20)
             guard let answer = await session.respond(to: Data(body.readableBytesView)) else {
@@ -45,8 +48,9 @@ enum Routes {
             repeat {
                 let page = await manager.receipts(after: cursor, limit: 500)
                 for receipt in page.receipts {
-                    rows.append(
-                        Row(gid: Aria2Session.gid(of: receipt), download: await manager.snapshot(for: receipt.url)!))
+                    // Removed since the page was read (the page's own polling beside a remove): skipped.
+                    guard let snapshot = await manager.snapshot(for: receipt.url) else { continue }
+                    rows.append(Row(gid: Aria2Session.gid(of: receipt), download: snapshot))
                 }
                 cursor = page.next
             } while cursor != nil

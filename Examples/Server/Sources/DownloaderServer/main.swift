@@ -2,6 +2,7 @@ import Aria2RPC
 import Downloader
 import Foundation
 import Hummingbird
+import HummingbirdCore
 import Logging
 import ServiceLifecycle
 
@@ -42,8 +43,15 @@ do {
         requestShutdown: { kill(getpid(), SIGTERM) })  // the same graceful path as a signal
     let app = Application(
         router: Routes.router(
-            session: session, manager: manager, secret: options.secret, allowsEveryOrigin: options.allowsEveryOrigin),
-        configuration: .init(address: .hostname(options.host, port: options.port), serverName: "downloader-server"),
+            session: session, manager: manager, secret: options.secret, allowsEveryOrigin: options.allowsEveryOrigin,
+            host: options.host),
+        // Idle and half-open connections end after 30 s (nothing read or written); at most `connectionLimit` at once,
+        // below the descriptor limit with a reserve for the downloads' sockets and files, so a flood waits in the
+        // backlog instead of taking the process to EMFILE.
+        server: .http1(configuration: .init(idleTimeout: .seconds(30))),
+        configuration: .init(
+            address: .hostname(options.host, port: options.port), serverName: "downloader-server",
+            availableConnectionsDelegate: MaximumAvailableConnections(ServerLimits.connectionLimit(), logger: logger)),
         onServerRunning: { channel in
             // Scripts started with --port 0 read the port from this line.
             let port = channel.localAddress?.port ?? options.port

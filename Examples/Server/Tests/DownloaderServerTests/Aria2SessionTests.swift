@@ -1,27 +1,31 @@
-import Aria2RPC
 import Downloader
 import Foundation
 import Testing
+
+@testable import Aria2RPC
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
 
 /// aria2's JSON-RPC shapes without HTTP: the envelope, the secret, errors for what is wrong, and the answers' field
 /// names and string-typed numbers. Downloads point at a closed loopback port: nothing leaves the machine.
 @Suite("Aria2Session")
 final class Aria2SessionTests {
+    let fixture: Fixture
     let directory: URL
     let manager: DownloadManager
     let session: Aria2Session
 
     init() async throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("aria2-tests-\(UUID().uuidString)")
-        var configuration = DownloadManager.Configuration(directory: directory)
-        configuration.completedDirectory = directory
-        configuration.retryLimit = 0
-        manager = try await DownloadManager.make(configuration: configuration)
-        session = Aria2Session(manager: manager, directory: directory, secret: "s3cret", requestShutdown: {})
+        let fixture = try await Fixture(name: "aria2-tests", secret: "s3cret")
+        (self.fixture, directory, manager, session) = (fixture, fixture.directory, fixture.manager, fixture.session)
     }
 
     deinit {
-        try? FileManager.default.removeItem(at: directory)
+        fixture.remove()
     }
 
     /// Sends one JSON-RPC body and decodes the answer.
@@ -143,5 +147,82 @@ final class Aria2SessionTests {
         #expect(results[1].object?["code"] == .int(1))
         #expect(results[2] == ["OK"])
         #expect(errorCode(try await call("aria2.tellStatus", #""\#(gid)""#)) == 1, "purged")
+    }
+
+    @Test("Unknown GIDs are looked up, not scanned: a batch of 2,000 reads the manager's list once (issue #50)")
+    func lookups() async throws {
+        for index in 0..<200 {
+            _ = try await call("aria2.addUri", #"["http://127.0.0.1:1/l\#(index)"], {"pause":"true"}"#)
+        }
+        let batch = (0..<2000).map { index in
+            #"{"jsonrpc":"2.0","id":\#(index),"method":"aria2.tellStatus","params":["token:s3cret","\#(String(format: "%016x", index))"]}"#
+        }
+        let answers = try #require(try await send("[" + batch.joined(separator: ",") + "]").array)
+        #expect(answers.count == 2000 && answers.allSatisfy { errorCode($0) == 1 })
+        #expect(await session.listings <= 1, "each unknown GID listed every download")
+        let tooMany =
+            "["
+            + Array(repeating: #"{"jsonrpc":"2.0","id":1,"method":"system.listMethods"}"#, count: 10_001)
+            .joined(separator: ",") + "]"
+        #expect(errorCode(try await send(tooMany)) == -32600, "a batch over 10,000 calls is refused")
+    }
+
+    @Test("dir and out cannot leave the folder through a link in it (issue #50)")
+    func links() async throws {
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("elsewhere-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: elsewhere) }
+        try FileManager.default.createSymbolicLink(
+            at: directory.appendingPathComponent("link"), withDestinationURL: elsewhere)
+        try FileManager.default.createSymbolicLink(
+            at: directory.appendingPathComponent("file.bin"),
+            withDestinationURL: elsewhere.appendingPathComponent("file.bin"))
+        for options in [
+            #"{"dir":"link"}"#, #"{"out":"link/x.bin"}"#, #"{"dir":"link/deeper/still"}"#, #"{"out":"file.bin"}"#,
+        ] {
+            #expect(
+                errorCode(try await call("aria2.addUri", #"["http://127.0.0.1:1/f"], \#(options)"#)) == 1, "\(options)")
+        }
+        try FileManager.default.createDirectory(
+            at: directory.appendingPathComponent("real"), withIntermediateDirectories: true)
+        let inside = try await call("aria2.addUri", #"["http://127.0.0.1:1/g"], {"dir":"real"}"#)
+        #expect(inside.object?["result"]?.string != nil, "a real folder inside is fine")
+    }
+
+    @Test(
+        "A re-add with another out, dir or checksum than the download underway is refused; equal options join (issue #50)"
+    )
+    func conflictingReAdd() async throws {
+        // A listener that never answers: the download stays running.
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        try withUnsafeMutablePointer(to: &address) { pointer in
+            try pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                try #require(bind(listener, $0, length) == 0 && listen(listener, 8) == 0)
+                try #require(getsockname(listener, $0, &length) == 0)
+            }
+        }
+        let url = "http://127.0.0.1:\(UInt16(bigEndian: address.sin_port))/held.bin"
+        let checksum = "sha-256=" + String(repeating: "a", count: 64)
+        let first = try await call("aria2.addUri", #"["\#(url)"], {"out":"one.bin","checksum":"\#(checksum)"}"#)
+        let gid = try #require(first.object?["result"]?.string)
+        let deadline = ContinuousClock.now + .seconds(30)
+        while ContinuousClock.now < deadline, await manager.receipt(for: URL(string: url)!)?.state != .downloading {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let otherChecksum = "sha-256=" + String(repeating: "b", count: 64)
+        for options in [#"{"out":"two.bin"}"#, #"{"dir":"elsewhere"}"#, #"{"checksum":"\#(otherChecksum)"}"#] {
+            let again = try await call("aria2.addUri", #"["\#(url)"], \#(options)"#)
+            #expect(errorCode(again) == 1, "\(options): \(again)")
+        }
+        let same = try await call("aria2.addUri", #"["\#(url)"], {"out":"one.bin","checksum":"\#(checksum)"}"#)
+        #expect(same.object?["result"]?.string == gid, "equal options join")
+        let plain = try await call("aria2.addUri", #"["\#(url)"]"#)
+        #expect(plain.object?["result"]?.string == gid, "no options join")
+        _ = try await call("aria2.remove", #""\#(gid)""#)
     }
 }
