@@ -160,13 +160,25 @@ final class DownloadManagerLifecycleTests: Sendable {
         }
         #expect(await manager.refusal(ofRequestFor: url, options: asked) == nil)
         #expect(await manager.refusal(ofRequestFor: url) == nil)
-        let started = ContinuousClock.now
-        for options in contradictions {
-            await #expect(throws: DownloadError.conflictingOptions) {
-                try await manager.download(url, options: options)
+        // "At once": while the first is still held before its head (the gate opens only below), not after it ends.
+        // Before the fix each waited for it; the deadline bounds that wait, so the test fails rather than hangs.
+        let refusals = Task {
+            for options in contradictions {
+                await #expect(throws: DownloadError.conflictingOptions) {
+                    try await manager.download(url, options: options)
+                }
             }
         }
-        #expect(ContinuousClock.now - started < .seconds(1))
+        let refusalsDeadline = ContinuousClock.now + .seconds(30)
+        let refusedInTime = Locked(false)
+        Task {
+            await refusals.value
+            refusedInTime.withLock { $0 = true }
+        }
+        while !refusedInTime.withLock({ $0 }) && ContinuousClock.now < refusalsDeadline {
+            try await Task.sleep(for: .milliseconds(5))  // a deadline, not synchronisation
+        }
+        #expect(refusedInTime.withLock { $0 }, "refused while the first download was held")
         let refused = Locked<Result<DownloadReceipt, DownloadError>?>(nil)
         await manager.enqueue(
             url, options: DownloadOptions(destination: other),

@@ -138,12 +138,20 @@ extension TransferTests {
         let partial = PartialFiles(folder: directory.state, url: server.url(path))
         // Events with deadlines that only a broken engine reaches (an instrumented run on a loaded machine starts the
         // segments seconds apart): two segments are held, then their bytes are on disk.
+        let ended = Locked<String?>(nil)
+        Task {
+            let outcome = await first.value
+            ended.withLock { $0 = "\(outcome)" }
+        }
         var deadline = ContinuousClock.now + .seconds(120)
-        while held.withLock({ $0.count }) < 2 && ContinuousClock.now < deadline {
+        while held.withLock({ $0.count }) < 2 && ended.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(2))  // polling an event with a deadline
         }
         let upper = held.withLock { $0.max() ?? 0 }
-        #expect(held.withLock { $0.count } >= 2, "two segments past 1 MiB were held")
+        #expect(
+            held.withLock { $0.count } >= 2,
+            "two segments past 1 MiB were held; the transfer: \(ended.withLock { $0 } ?? "running"), requests: \(server.statistics.requests.map { $0.range ?? "-" })"
+        )
         deadline = ContinuousClock.now + .seconds(120)
         while (partial.partialSize ?? 0) < Int64(upper + (128 << 10)) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(2))  // polling an event with a deadline

@@ -128,11 +128,13 @@ final class DLHabitTests: Sendable, DLFileChecks {
 
     @Test("--list reads the state while another dl runs, shows names, and says when nothing is unfinished")
     func listing() async throws {
-        // Every response stalls after 1 MB of body: the download runs until it is stopped.
-        let url = server.url("/bytes/listed.iso?size=3000000&stallAfter=1000000&stall=60")
-        let running = try DLProcess(["-d", "l", url.absoluteString], in: work)
+        // Every response stalls after 1 MB of body, longer than any deadline here, and dl waits longer still before a
+        // retry (its default 30 s let a loaded machine finish the download before the test looked): the download
+        // runs until it is stopped.
+        let url = server.url("/bytes/listed.iso?size=3000000&stallAfter=1000000&stall=600")
+        let running = try DLProcess(["-d", "l", "--timeout", "900", url.absoluteString], in: work)
         let journal = work.appendingPathComponent("l/.dl/journal")
-        let deadline = ContinuousClock.now + .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline,
             !((try? String(contentsOf: journal, encoding: .utf8))?.contains("downloading") ?? false)
         {

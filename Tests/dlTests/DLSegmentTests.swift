@@ -51,12 +51,13 @@ final class DLSegmentTests: Sendable {
     @Test("dl -x 4 killed mid-way: the rerun fetches exactly what the saved state does not list, and verifies")
     func killMidwayAndResume() async throws {
         let size = 48 << 20
-        // Each of the first five GETs (the short first request, then one 4 MiB window per connection) stops for a
-        // minute after 2 MiB: the download holds still mid-way, whatever the machine's load, until it is killed.
-        let url = server.url("/bytes/xkill?size=\(size)&stallAfter=\(2 << 20)&stall=60&stallCount=5").absoluteString
-        let process = try DLProcess(["--dir", dir.path, "--quiet", "-x", "4", url], in: work)
+        // Each of the first five GETs (the short first request, then one 4 MiB window per connection) stops for ten
+        // minutes after 2 MiB, and dl waits longer before a retry (with its default 30 s a loaded machine reached the
+        // end first): the download holds still mid-way, whatever the machine's load, until it is killed.
+        let url = server.url("/bytes/xkill?size=\(size)&stallAfter=\(2 << 20)&stall=600&stallCount=5").absoluteString
+        let process = try DLProcess(["--dir", dir.path, "--quiet", "--timeout", "900", "-x", "4", url], in: work)
         // Killed once the saved state lists 6 MiB of the 8 written (a deadline, not a delay).
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(180)
         while (listedBytes() ?? 0) < 6 << 20 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
