@@ -14,6 +14,10 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.0.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.5.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.0.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.2.0"),
     ],
     targets: [
         // aria2's JSON-RPC over a DownloadManager: the methods, their parameters and aria2's field names, no HTTP.
@@ -31,12 +35,16 @@ let package = Package(
                 .product(name: "Downloader", package: "swift-downloader"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
-        // aria2's methods without HTTP, and the HTTP face through Hummingbird's test client (the host and origin
-        // guard, /api/downloads under churn).
+        // aria2's methods without HTTP, the HTTP face through Hummingbird's test client (the host and origin guard,
+        // the bearer check, /healthz, /metrics, /api/downloads under churn), and the WebSocket's notifications.
         .testTarget(
             name: "DownloaderServerTests",
             dependencies: [
@@ -44,6 +52,7 @@ let package = Package(
                 .product(name: "Downloader", package: "swift-downloader"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
             ]
         ),
     ],

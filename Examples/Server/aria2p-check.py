@@ -2,7 +2,7 @@
 
 usage: python3 aria2p-check.py PORT SECRET URL EXPECTED_SHA256
 Adds URL with its checksum, sees it in aria2p's listings with aria2p's field parsing, pauses and resumes it, reads
-the global stats, and prints the GID. Leaves the download running.
+the global stats, listens to aria2's notifications over the WebSocket, and prints the GID. Leaves the download running.
 """
 import sys
 import time
@@ -33,12 +33,31 @@ while time.time() < deadline:
         break
     time.sleep(0.1)
 assert d.status == "active", d.status
-assert api.pause([d]) == [True]
-d.update()
-assert d.status == "paused", d.status
-assert api.resume([d]) == [True]
-d.update()
-assert d.status in ("active", "waiting"), d.status
+
+# aria2p's WebSocket listener gets aria2's notifications. It connects in its own thread, at a moment this script
+# cannot see: pause and resume until a pause is announced (a deadline, not a delay).
+notified = []
+api.listen_to_notifications(
+    threaded=True, timeout=1, handle_signals=False,
+    on_download_pause=lambda _, gid: notified.append(("pause", gid)),
+    on_download_start=lambda _, gid: notified.append(("start", gid)))
+deadline = time.time() + 30
+while ("pause", d.gid) not in notified and time.time() < deadline:
+    assert api.pause([d]) == [True]
+    d.update()
+    assert d.status == "paused", d.status
+    for _ in range(20):
+        if ("pause", d.gid) in notified:
+            break
+        time.sleep(0.1)
+    assert api.resume([d]) == [True]
+    d.update()
+    assert d.status in ("active", "waiting"), d.status
+while ("start", d.gid) not in notified[notified.index(("pause", d.gid)):] and time.time() < deadline:
+    time.sleep(0.1)
+api.stop_listening()
+assert ("pause", d.gid) in notified and ("start", d.gid) in notified, notified
+print(f"aria2p notifications: {notified}", flush=True)
 
 stats = api.get_stats()
 print(f"aria2p stats: active={stats.num_active} waiting={stats.num_waiting} stopped={stats.num_stopped} "

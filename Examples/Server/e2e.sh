@@ -2,13 +2,19 @@
 # End-to-end check of downloader-server (issue #35), as its users would drive it: builds it, serves files from a
 # local nginx (loopback only), then
 #   1. adds a file with curl (aria2.addUri with a checksum) and waits until it is complete and identical;
-#   2. drives a large, rate-limited file with aria2p (a real aria2 client from PyPI): add, list, pause, resume, stats;
+#   2. drives a large, rate-limited file with aria2p (a real aria2 client from PyPI): add, list, pause, resume, stats,
+#      and its WebSocket listener gets aria2's notifications;
 #   3. sends SIGTERM mid-download: the process exits within 2 s with the download saved as interrupted;
 #   4. starts again: the download continues by Range (nginx's log shows it); kill -9 in the middle, starts again:
 #      it continues again and completes identical, with at most 1.05 times the file fetched;
-#   5. loads the page at / in headless chromium: screenshot, and the DOM shows the finished downloads;
-#   6. checks that bad requests get JSON-RPC errors, that /api/downloads needs the secret and that a request from
-#      another origin's page is refused, and that the server still answers; SIGTERM again, exit 0.
+#   5. loads the page at / in headless chromium: screenshot, and the DOM shows the finished downloads; then clicks
+#      its controls (page-check.py over the DevTools protocol): add a URL, pause, resume, pause, remove;
+#   6. checks that bad requests get JSON-RPC errors and aria2c's HTTP statuses (404, 413), JSON-RPC over GET,
+#      /healthz, /metrics (with the bearer secret), the secret out of the process list and the log, that
+#      /api/downloads needs the secret and that a request from another origin's page is refused, and that the server
+#      still answers; SIGTERM again, exit 0. The secret is given as a flag first, then by DOWNLOADER_RPC_SECRET;
+#   7. soak.py: a seeded soak (random calls, page polling, floods, SIGTERM and kill -9 restarts) for SOAK_SECONDS
+#      (30 by default; 600 by hand), then every download finished and every file identical (SOAK_SEED replays).
 # Installs what it needs (nginx, chromium, aria2p) when missing. Usage: Examples/Server/e2e.sh
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -43,6 +49,9 @@ step "nginx on loopback"
 mkdir -p "$WORK/www/slow" "$WORK/dl" "$WORK/nginx"
 head -c $((3 << 20)) /dev/urandom > "$WORK/www/small.bin"
 head -c $((48 << 20)) /dev/urandom > "$WORK/www/slow/big.bin"
+head -c $((24 << 20)) /dev/urandom > "$WORK/www/slow/page.bin"
+mkdir -p "$WORK/www/soak"
+for i in $(seq 20); do head -c $(((i % 8 + 1) << 20)) /dev/urandom > "$WORK/www/soak/s$i.bin"; done
 chmod -R a+rX "$WORK/www"
 NGINX_PORT="$(free_port)"
 cat > "$WORK/nginx/nginx.conf" << EOF
@@ -60,6 +69,7 @@ http {
         listen 127.0.0.1:$NGINX_PORT;
         root $WORK/www;
         location /slow/ { limit_rate 4m; }
+        location /soak/ { limit_rate 2m; }
     }
 }
 EOF
@@ -73,7 +83,11 @@ BIG_SHA="$(sha256sum "$WORK/www/slow/big.bin" | cut -d' ' -f1)"
 
 SECRET="e2e-secret"
 start_server() {
-    "$SERVER" --port 0 --dir "$WORK/dl" --rpc-secret "$SECRET" > "$WORK/server.out" 2>> "$WORK/server.log" &
+    if [ "${SECRET_BY_ENV:-0}" = 1 ]; then
+        DOWNLOADER_RPC_SECRET="$SECRET" "$SERVER" --port 0 --dir "$WORK/dl" > "$WORK/server.out" 2>> "$WORK/server.log" &
+    else
+        "$SERVER" --port 0 --dir "$WORK/dl" --rpc-secret "$SECRET" > "$WORK/server.out" 2>> "$WORK/server.log" &
+    fi
     SERVER_PID=$!
     for _ in $(seq 300); do
         PORT="$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$WORK/server.out")"
@@ -103,6 +117,8 @@ wait_complete() {  # wait_complete GID SECONDS
 step "1. curl: aria2.addUri with a checksum"
 start_server
 echo "server on port $PORT"
+# The flag's value is blanked from the process list once read (as curl does with passwords).
+! tr '\0' ' ' < "/proc/$SERVER_PID/cmdline" | grep -q "$SECRET" || fail "the secret is in the process list"
 SMALL_GID="$(rpc aria2.addUri "[\"$SMALL\"]" "{\"checksum\":\"sha-256=$SMALL_SHA\",\"out\":\"small-copy.bin\"}" | field "['result']")"
 echo "gid $SMALL_GID"
 wait_complete "$SMALL_GID" 60
@@ -135,8 +151,8 @@ grep -q '"interrupted":true' "$WORK/dl/.downloader/journal" || fail "the journal
 : > "$WORK/nginx/access.log.mark"
 lines_before="$(wc -l < "$WORK/nginx/access.log")"
 
-step "4. start again: it continues by Range; kill -9 in the middle, start again: it continues again"
-start_server
+step "4. start again (the secret from DOWNLOADER_RPC_SECRET): it continues by Range; kill -9, start: again"
+SECRET_BY_ENV=1 start_server
 for _ in $(seq 300); do
     now_bytes="$(rpc aria2.tellStatus "\"$BIG_GID\"" '["completedLength"]' | field "['result']['completedLength']")"
     [ "$now_bytes" -ge $((done_bytes + (8 << 20))) ] && break
@@ -147,7 +163,7 @@ kill -9 "$SERVER_PID"
 wait "$SERVER_PID" 2> /dev/null || true
 SERVER_PID=""
 echo "kill -9 at $now_bytes+ bytes"
-start_server
+SECRET_BY_ENV=1 start_server
 wait_complete "$BIG_GID" 120
 cmp "$WORK/www/slow/big.bin" "$WORK/dl/big.bin" || fail "big.bin differs"
 tail -n +"$((lines_before + 1))" "$WORK/nginx/access.log" | grep big.bin | tee "$WORK/after-restart.log"
@@ -165,11 +181,15 @@ CHROMIUM=(chromium --headless --no-sandbox --disable-gpu --virtual-time-budget=5
     || fail "chromium: $(tail -3 "$WORK/chromium.log")"
 [ -s "$WORK/page.png" ] || fail "no screenshot"
 "${CHROMIUM[@]}" --dump-dom "$PAGE" 2>> "$WORK/chromium.log" > "$WORK/page.html"
-grep -q "id=\"gid-$BIG_GID\" data-state=\"completed\"" "$WORK/page.html" || fail "the page does not show big.bin completed"
+grep -q "id=\"gid-$BIG_GID\" data-state=\"complete\"" "$WORK/page.html" || fail "the page does not show big.bin completed"
 grep -q ">big.bin<" "$WORK/page.html" || fail "the page does not name big.bin"
-grep -q "2 of 2 completed" "$WORK/page.html" || fail "the page's summary is wrong"
+grep -q "2 of 2 complete" "$WORK/page.html" || fail "the page's summary is wrong"
 cp "$WORK/page.png" "${SCREENSHOT:-/tmp/downloader-server-page.png}"
 echo "screenshot: ${SCREENSHOT:-/tmp/downloader-server-page.png}"
+# The page's own controls, clicked in chromium: add a URL, pause, resume, pause, remove.
+python3 page-check.py chromium "$PAGE" "http://127.0.0.1:$NGINX_PORT/slow/page.bin" "$WORK" \
+    || fail "the page's controls (chromium: $(tail -3 "$WORK/page-check-chromium.log"))"
+[ ! -e "$WORK/dl/page.bin" ] || fail "page.bin is still there after Remove"
 
 step "6. bad requests, then a clean stop"
 rpc aria2.noSuchMethod | grep -q '"code":-32601' || fail "an unknown method is not -32601"
@@ -181,10 +201,28 @@ code="$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PORT/api/downl
 code="$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: http://evil.example" "http://127.0.0.1:$PORT/jsonrpc" \
     -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"aria2.addUri\",\"params\":[\"token:$SECRET\",[\"$SMALL\"]]}")"
 [ "$code" = 403 ] || fail "a request from another origin's page answered $code"
+http() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
+[ "$(http "http://127.0.0.1:$PORT/jsonrpc" -d '{"jsonrpc":"2.0","id":1,"method":"aria2.none"}')" = 404 ] \
+    || fail "an unknown method is not 404 (aria2c's status)"
+head -c $((3 << 20)) /dev/zero > "$WORK/huge.json"
+[ "$(http "http://127.0.0.1:$PORT/jsonrpc" --data-binary @"$WORK/huge.json")" = 413 ] || fail "3 MiB body not 413"
+params="$(printf '["token:%s"]' "$SECRET" | base64 -w0 | sed 's/=/%3D/g')"
+curl -sS "http://127.0.0.1:$PORT/jsonrpc?method=aria2.getVersion&id=get&params=$params" | grep -q '"id":"get"' \
+    || fail "JSON-RPC over GET"
+[ "$(http "http://127.0.0.1:$PORT/healthz")" = 200 ] || fail "/healthz"
+[ "$(http "http://127.0.0.1:$PORT/metrics")" = 401 ] || fail "/metrics without the secret"
+curl -sS -H "Authorization: Bearer $SECRET" "http://127.0.0.1:$PORT/metrics" > "$WORK/metrics.txt"
+grep -q 'downloader_downloads{state="completed"} 2' "$WORK/metrics.txt" || fail "/metrics: $(head -20 "$WORK/metrics.txt")"
+grep -q '^hb_requests' "$WORK/metrics.txt" || fail "/metrics lacks Hummingbird's request counts"
+grep -q 'authentication failed' "$WORK/server.log" || fail "a wrong token was not logged"
+! grep -q "$SECRET" "$WORK/server.log" || fail "the secret reached the log"
 rpc aria2.getVersion | grep -q '"version"' || fail "the server stopped answering"
 kill -TERM "$SERVER_PID"
 status=0
 wait "$SERVER_PID" || status=$?
 SERVER_PID=""
 [ "$status" = 0 ] || fail "exit status $status at the final stop"
+step "7. a seeded soak: random calls, polling, floods, SIGTERM and kill -9 restarts (${SOAK_SECONDS:-30} s)"
+python3 soak.py "$SERVER" "$WORK" "http://127.0.0.1:$NGINX_PORT/soak" "$WORK/www/soak" "${SOAK_SECONDS:-30}" \
+    || fail "soak (server log: $(tail -5 "$WORK/soak-server.log"))"
 echo "e2e: PASS"

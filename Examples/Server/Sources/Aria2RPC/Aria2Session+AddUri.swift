@@ -53,6 +53,13 @@ extension Aria2Session {
             }
             request.connections = count
         }
+        // `pause` and `continue` as aria2 takes them, a boolean or its string (a JSON `true` was ignored).
+        var pause = false
+        for name in ["pause", "continue"] {
+            guard let value = options[name] else { continue }
+            guard let flag = value.flag else { throw .invalidParams("\(name) must be true or false") }
+            if name == "pause" { pause = flag }
+        }
         // A download of this URL underway with another `out`, `dir` or checksum: aria2's error, not a silent join
         // that drops them (equal options join it, as before).
         if let refusal = await manager.refusal(ofRequestFor: urls[0], options: request) {
@@ -62,8 +69,13 @@ extension Aria2Session {
         let gid = Self.gid(of: receipt)
         self.urls[gid] = receipt.url
         removed.removeAll { $0.gid == gid }
-        if let destination { destinations[receipt.url] = destination }
-        if options["pause"]?.string == "true" { await manager.suspend(receipt.url) }
+        // Where it will land, for tellStatus and getOption before it completes (the URL's name said otherwise).
+        if let destination {
+            destinations[receipt.url] = destination
+        } else if let out = options["out"]?.string {
+            destinations[receipt.url] = directory.appendingPathComponent(out)
+        }
+        if pause { await manager.suspend(receipt.url) }
         return gid
     }
 

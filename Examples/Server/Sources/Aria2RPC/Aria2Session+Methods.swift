@@ -1,78 +1,147 @@
 import Downloader
 import Foundation
 
+/// One of aria2's methods: its name, whether it needs the secret, and what it does to a session.
+struct Aria2Method: Sendable {
+    let name: String
+    /// `false` for the two that aria2 answers without the token (`system.listMethods`, `system.listNotifications`)
+    /// and for `system.multicall`, whose calls each carry their own.
+    let needsToken: Bool
+    let run: @Sendable (isolated Aria2Session, Parameters) async throws(Aria2Error) -> JSONValue
+
+    init(
+        _ name: String, needsToken: Bool = true,
+        _ run: @escaping @Sendable (isolated Aria2Session, Parameters) async throws(Aria2Error) -> JSONValue
+    ) {
+        self.name = name
+        self.needsToken = needsToken
+        self.run = run
+    }
+}
+
 extension Aria2Session {
-    /// Runs an authorised method.
-    func perform(_ method: String, _ params: Parameters) async throws(Aria2Error) -> JSONValue {
-        switch method {
-        case "aria2.addUri": return .string(try await addUri(params))
-        case "aria2.remove", "aria2.forceRemove": return .string(try await remove(params.string(0, "gid")))
-        case "aria2.pause", "aria2.forcePause": return .string(try await pause(params.string(0, "gid")))
-        case "aria2.pauseAll", "aria2.forcePauseAll":
-            for receipt in await manager.allReceipts where receipt.state == .queued || receipt.state == .downloading {
-                await manager.suspend(receipt.url)
-            }
-            return "OK"
-        case "aria2.unpause": return .string(try await unpause(params.string(0, "gid")))
-        case "aria2.unpauseAll":
-            for receipt in await manager.allReceipts where receipt.state == .suspended || receipt.state == .idle {
-                await manager.resume(receipt.url)
-            }
-            return "OK"
-        case "aria2.tellStatus":
-            let gid = try params.string(0, "gid")
-            let keys = try params.keys(1)
-            if let receipt = try await find(gid) { return status(of: receipt, keys: keys) }
-            guard let gone = removed.last(where: { $0.gid.hasPrefix(gid) }) else { throw .gidNotFound(gid) }
-            return keys.map { keys in .object(gone.status.object?.filter { keys.contains($0.key) } ?? [:]) }
-                ?? gone.status
-        case "aria2.getUris":
-            let receipt = try await found(params.string(0, "gid"))
+    /// Every method this session answers, in `system.listMethods`' order: the one place a method is named.
+    static let table: [Aria2Method] = [
+        Aria2Method("aria2.addUri") { session, params throws(Aria2Error) in .string(try await session.addUri(params)) },
+        Aria2Method("aria2.remove") { session, params throws(Aria2Error) in
+            .string(try await session.remove(params.string(0, "gid")))
+        },
+        Aria2Method("aria2.forceRemove") { session, params throws(Aria2Error) in
+            .string(try await session.remove(params.string(0, "gid")))
+        },
+        Aria2Method("aria2.pause") { session, params throws(Aria2Error) in
+            .string(try await session.pause(params.string(0, "gid")))
+        },
+        Aria2Method("aria2.pauseAll") { session, _ throws(Aria2Error) in await session.pauseAll() },
+        Aria2Method("aria2.forcePause") { session, params throws(Aria2Error) in
+            .string(try await session.pause(params.string(0, "gid")))
+        },
+        Aria2Method("aria2.forcePauseAll") { session, _ throws(Aria2Error) in await session.pauseAll() },
+        Aria2Method("aria2.unpause") { session, params throws(Aria2Error) in
+            .string(try await session.unpause(params.string(0, "gid")))
+        },
+        Aria2Method("aria2.unpauseAll") { session, _ throws(Aria2Error) in await session.unpauseAll() },
+        Aria2Method("aria2.tellStatus") { session, params throws(Aria2Error) in try await session.tellStatus(params) },
+        Aria2Method("aria2.getUris") { session, params throws(Aria2Error) in
+            let receipt = try await session.found(params.string(0, "gid"))
             return [["uri": .string(receipt.url.absoluteString), "status": "used"]]
-        case "aria2.getFiles":
-            let receipt = try await found(params.string(0, "gid"))
-            return status(of: receipt, keys: ["files"]).object?["files"] ?? []
-        case "aria2.tellActive":
+        },
+        Aria2Method("aria2.getFiles") { session, params throws(Aria2Error) in
+            let receipt = try await session.found(params.string(0, "gid"))
+            return session.status(of: receipt, keys: ["files"]).object?["files"] ?? []
+        },
+        Aria2Method("aria2.tellActive") { session, params throws(Aria2Error) in
             let keys = try params.keys(0)
-            return .array(await list { $0.state == .downloading }.map { status(of: $0, keys: keys) })
-        case "aria2.tellWaiting":
-            let waiting = await list { [.queued, .suspended, .idle].contains($0.state) }.map { status(of: $0) }
-            return try Self.page(waiting, params)
-        case "aria2.tellStopped":
-            let stopped = await list { $0.state == .completed || $0.state == .failed }.map { status(of: $0) }
-            return try Self.page(stopped + removed.map(\.status), params)
-        case "aria2.getOption":
-            let receipt = try await found(params.string(0, "gid"))
-            let file = path(of: receipt)
-            return [
-                "dir": .string((file as NSString).deletingLastPathComponent),
-                "out": .string((file as NSString).lastPathComponent),
-            ]
-        case "aria2.getGlobalOption":
-            return [
-                "dir": .string(directory.path),
-                "max-concurrent-downloads": .string(String(await manager.maximumActiveDownloads)),
-            ]
-        case "aria2.changeGlobalOption": return try await changeGlobalOption(params.object(0, "options"))
-        case "aria2.getGlobalStat": return await globalStat()
-        case "aria2.removeDownloadResult":
-            try await removeResult(params.string(0, "gid"))
+            return .array(await session.list { $0.state == .downloading }.map { session.status(of: $0, keys: keys) })
+        },
+        Aria2Method("aria2.tellWaiting") { session, params throws(Aria2Error) in
+            let waiting = await session.list { [.queued, .suspended, .idle].contains($0.state) }
+            return try Aria2Session.page(waiting.map { session.status(of: $0) }, params)
+        },
+        Aria2Method("aria2.tellStopped") { session, params throws(Aria2Error) in
+            let stopped = await session.list { $0.state == .completed || $0.state == .failed }
+            return try Aria2Session.page(stopped.map { session.status(of: $0) } + session.removed.map(\.status), params)
+        },
+        Aria2Method("aria2.getOption") { session, params throws(Aria2Error) in
+            .object(try await session.options(of: session.found(params.string(0, "gid"))))
+        },
+        Aria2Method("aria2.changeOption") { session, params throws(Aria2Error) in
+            try await session.changeOption(params.string(0, "gid"), params.object(1, "options"))
+        },
+        Aria2Method("aria2.getGlobalOption") { session, _ throws(Aria2Error) in .object(await session.globalOptions())
+        },
+        Aria2Method("aria2.changeGlobalOption") { session, params throws(Aria2Error) in
+            try await session.changeGlobalOption(params.object(0, "options"))
+        },
+        Aria2Method("aria2.getGlobalStat") { session, _ throws(Aria2Error) in await session.globalStat() },
+        Aria2Method("aria2.purgeDownloadResult") { session, _ throws(Aria2Error) in
+            await session.purgeDownloadResults()
             return "OK"
-        case "aria2.purgeDownloadResult":
-            for receipt in await manager.allReceipts where receipt.state == .completed || receipt.state == .failed {
-                await manager.forget(receipt.url)
-            }
-            removed.removeAll()
+        },
+        Aria2Method("aria2.removeDownloadResult") { session, params throws(Aria2Error) in
+            try await session.removeResult(params.string(0, "gid"))
             return "OK"
-        case "aria2.getVersion":
-            return ["version": .string(DownloadManager.version), "enabledFeatures": ["HTTPS", "Message Digest"]]
-        case "aria2.getSessionInfo": return ["sessionId": .string(sessionID)]
-        case "aria2.shutdown", "aria2.forceShutdown":
-            requestShutdown()
+        },
+        Aria2Method("aria2.getVersion") { _, _ throws(Aria2Error) in
+            ["version": .string(DownloadManager.version), "enabledFeatures": ["HTTPS", "Message Digest"]]
+        },
+        Aria2Method("aria2.getSessionInfo") { session, _ throws(Aria2Error) in ["sessionId": .string(session.sessionID)]
+        },
+        Aria2Method("aria2.shutdown") { session, _ throws(Aria2Error) in
+            session.requestShutdown()
             return "OK"
-        case "aria2.saveSession": return "OK"  // every change is saved as it happens
-        default: throw .methodNotFound(method)
+        },
+        Aria2Method("aria2.forceShutdown") { session, _ throws(Aria2Error) in
+            session.requestShutdown()
+            return "OK"
+        },
+        Aria2Method("aria2.saveSession") { _, _ throws(Aria2Error) in "OK" },  // every change is saved as it happens
+        Aria2Method("system.multicall", needsToken: false) { session, params throws(Aria2Error) in
+            await session.multicall(params.values)
+        },
+        Aria2Method("system.listMethods", needsToken: false) { _, _ throws(Aria2Error) in
+            .array(Aria2Session.table.map { .string($0.name) })
+        },
+        Aria2Method("system.listNotifications", needsToken: false) { _, _ throws(Aria2Error) in
+            .array(Aria2Session.notifications.map(JSONValue.string))
+        },
+    ]
+
+    /// `table` by name.
+    static let methodsByName = Dictionary(uniqueKeysWithValues: table.map { ($0.name, $0) })
+
+    /// The methods this session answers, as `system.listMethods` lists them.
+    public static var methods: [String] { table.map(\.name) }
+
+    func pauseAll() async -> JSONValue {
+        for receipt in await manager.allReceipts where receipt.state == .queued || receipt.state == .downloading {
+            await manager.suspend(receipt.url)
         }
+        return "OK"
+    }
+
+    func unpauseAll() async -> JSONValue {
+        for receipt in await manager.allReceipts where receipt.state == .suspended || receipt.state == .idle {
+            await manager.resume(receipt.url)
+        }
+        return "OK"
+    }
+
+    func tellStatus(_ params: Parameters) async throws(Aria2Error) -> JSONValue {
+        let gid = try params.string(0, "gid")
+        let keys = try params.keys(1)
+        if let receipt = try await find(gid) { return status(of: receipt, keys: keys) }
+        guard let gone = removed.last(where: { $0.gid.hasPrefix(gid) }) else { throw .gidNotFound(gid) }
+        return keys.map { keys in .object(gone.status.object?.filter { keys.contains($0.key) } ?? [:]) }
+            ?? gone.status
+    }
+
+    func purgeDownloadResults() async {
+        for receipt in await manager.allReceipts where receipt.state == .completed || receipt.state == .failed {
+            await manager.forget(receipt.url)
+            urls[Self.gid(of: receipt)] = nil
+        }
+        removed.removeAll()
     }
 
     /// The downloads that match, in the order they were first added.
@@ -195,18 +264,54 @@ extension Aria2Session {
         }
     }
 
+    /// The options of a download that this service honours, as aria2 names them (values are strings).
+    func options(of receipt: DownloadReceipt) -> [String: JSONValue] {
+        let file = path(of: receipt)
+        var options: [String: JSONValue] = [
+            "dir": .string((file as NSString).deletingLastPathComponent),
+            "out": .string((file as NSString).lastPathComponent),
+        ]
+        if let checksum = receipt.expectedChecksum { options["checksum"] = .string(checksum.description) }
+        return options
+    }
+
+    /// `aria2.changeOption`: a download's options cannot change once it is added (its file and checksum are its
+    /// identity here); an option given its current value is accepted, any other refused by name.
+    func changeOption(_ gid: String, _ changes: [String: JSONValue]) async throws(Aria2Error) -> JSONValue {
+        let current = options(of: try await found(gid))
+        for (name, value) in changes.sorted(by: { $0.key < $1.key }) where current[name] != value.optionText {
+            throw .refused("option \(name) of a download cannot be changed by downloader-server")
+        }
+        return "OK"
+    }
+
+    /// The global options this service honours, as aria2 names them.
+    func globalOptions() async -> [String: JSONValue] {
+        var options = fixedGlobalOptions.mapValues(JSONValue.string)
+        options["dir"] = .string(directory.path)
+        options["max-concurrent-downloads"] = .string(String(await manager.maximumActiveDownloads))
+        return options
+    }
+
+    /// `aria2.changeGlobalOption`: `max-concurrent-downloads` changes; an option given its current value is
+    /// accepted (clients send the whole set back); any other is refused by name, before any change is made.
     func changeGlobalOption(_ options: [String: JSONValue]) async throws(Aria2Error) -> JSONValue {
-        for (name, value) in options {
+        let current = await globalOptions()
+        var limit: Int?
+        for (name, value) in options.sorted(by: { $0.key < $1.key }) {
             switch name {
             case "max-concurrent-downloads":
-                guard let limit = value.integer, limit >= 1 else {
+                guard let count = value.integer, count >= 1 else {
                     throw .invalidParams("max-concurrent-downloads must be a positive integer")
                 }
-                await manager.setMaximumActiveDownloads(limit)
+                limit = count
             default:
-                throw .refused("option \(name) is not supported by downloader-server")
+                guard current[name] == value.optionText else {
+                    throw .refused("option \(name) is not supported by downloader-server")
+                }
             }
         }
+        if let limit { await manager.setMaximumActiveDownloads(limit) }
         return "OK"
     }
 

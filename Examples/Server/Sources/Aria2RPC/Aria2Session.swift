@@ -1,5 +1,6 @@
 import Downloader
 import Foundation
+import Logging
 
 /// aria2's JSON-RPC methods over a `DownloadManager`: what `aria2.addUri`, `aria2.tellStatus` and the others do to
 /// the manager, and the answers in aria2's shapes (field names, numbers as strings, 16-hex-digit GIDs).
@@ -10,9 +11,9 @@ import Foundation
 /// `aria2.removeDownloadResult` or `aria2.purgeDownloadResult`, as aria2 does, in memory only.
 public actor Aria2Session {
     /// The manager the methods drive.
-    public let manager: DownloadManager
+    public nonisolated let manager: DownloadManager
     /// Where files land (the manager's completed area): `dir` in answers, and the folder `dir` options stay below.
-    public let directory: URL
+    public nonisolated let directory: URL
     let secret: String?
     let requestShutdown: @Sendable () -> Void
     /// Downloads by GID: every download once `indexed` (the manager's are read at the first lookup that misses;
@@ -28,6 +29,13 @@ public actor Aria2Session {
     var removed: [(gid: String, status: JSONValue)] = []
     /// The file a download added with `dir` or an `out` path is written to (`DownloadOptions.destination`).
     var destinations: [URL: URL] = [:]
+    /// The global options `aria2.getGlobalOption` answers beside `dir` and `max-concurrent-downloads`: those of the
+    /// command line this service honours (`rpc-listen-port`, `continue`, …), as aria2 names them.
+    let fixedGlobalOptions: [String: String]
+    /// Where refusals of the secret are logged.
+    let logger: Logger
+    /// How many calls came with a wrong token or none (`/metrics`).
+    public private(set) var authenticationFailures = 0
     /// A number for `aria2.getSessionInfo`, new in each process.
     let sessionID = (0..<20).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
 
@@ -38,32 +46,34 @@ public actor Aria2Session {
     ///   - secret: the `--rpc-secret`: every method but `system.listMethods` and `system.listNotifications` then
     ///     needs `token:SECRET` as its first parameter.
     ///   - requestShutdown: what `aria2.shutdown` and `aria2.forceShutdown` call (a graceful stop of the service).
+    ///   - globalOptions: the command line's options as aria2 names them, for `aria2.getGlobalOption`.
+    ///   - logger: where a wrong or missing token is logged (never the token).
     public init(
-        manager: DownloadManager, directory: URL, secret: String?, requestShutdown: @escaping @Sendable () -> Void
+        manager: DownloadManager, directory: URL, secret: String?, globalOptions: [String: String] = [:],
+        logger: Logger = Logger(label: "aria2-rpc"), requestShutdown: @escaping @Sendable () -> Void
     ) {
+        self.fixedGlobalOptions = globalOptions
+        self.logger = logger
         self.manager = manager
         self.directory = directory.standardizedFileURL
         self.secret = secret.flatMap { $0.isEmpty ? nil : $0 }
         self.requestShutdown = requestShutdown
     }
 
-    /// The GID of a URL.
+    /// The GID of a download.
     public static func gid(of receipt: DownloadReceipt) -> String { String(receipt.identifier.prefix(16)) }
 
-    /// The methods this session answers, as `system.listMethods` lists them.
-    public static let methods = [
-        "aria2.addUri", "aria2.remove", "aria2.forceRemove", "aria2.pause", "aria2.pauseAll", "aria2.forcePause",
-        "aria2.forcePauseAll", "aria2.unpause", "aria2.unpauseAll", "aria2.tellStatus", "aria2.getUris",
-        "aria2.getFiles", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped", "aria2.getOption",
-        "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.getGlobalStat", "aria2.purgeDownloadResult",
-        "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo", "aria2.shutdown",
-        "aria2.forceShutdown", "aria2.saveSession", "system.multicall", "system.listMethods",
-        "system.listNotifications",
-    ]
+    /// The GID of a download's URL (`DownloadReceipt.identifier` is the MD5 of the URL without credentials).
+    public static func gid(of url: URL) -> String {
+        String(Hashing.MD5.hash(data: Array(url.withoutCredentials.absoluteString.utf8)).description.prefix(16))
+    }
 
-    /// The notifications `system.listNotifications` lists: none. aria2 sends them over WebSocket, which this
-    /// service does not offer; clients poll `aria2.tellActive` and `aria2.tellStatus` (as they do over HTTP).
-    public static let notifications: [String] = []
+    /// The notifications `system.listNotifications` lists, sent to WebSocket clients of `/jsonrpc` as aria2 does
+    /// (`{"jsonrpc":"2.0","method":"aria2.onDownloadStart","params":[{"gid":"…"}]}`; see `notification(for:)`).
+    public static let notifications = [
+        "aria2.onDownloadStart", "aria2.onDownloadPause", "aria2.onDownloadStop", "aria2.onDownloadComplete",
+        "aria2.onDownloadError",
+    ]
 
     /// Calls one method.
     /// - Parameters:
@@ -72,19 +82,13 @@ public actor Aria2Session {
     /// - Returns: its result.
     /// - Throws: `Aria2Error` for an unknown method, a wrong token, bad parameters or a refusal.
     public func call(_ method: String, _ params: [JSONValue]) async throws(Aria2Error) -> JSONValue {
-        switch method {
-        case "system.listMethods": return .array(Self.methods.map(JSONValue.string))
-        case "system.listNotifications": return .array(Self.notifications.map(JSONValue.string))
-        case "system.multicall": return await multicall(params)
-        default: break
-        }
-        guard Self.methods.contains(method) else { throw .methodNotFound(method) }
-        let params = try authorized(params)
-        return try await perform(method, Parameters(params))
+        guard let entry = Self.methodsByName[method] else { throw .methodNotFound(method) }
+        let params = entry.needsToken ? try authorized(params, method: method) : params
+        return try await entry.run(self, Parameters(params))
     }
 
     /// The parameters without the token, after checking it.
-    func authorized(_ params: [JSONValue]) throws(Aria2Error) -> [JSONValue] {
+    func authorized(_ params: [JSONValue], method: String) throws(Aria2Error) -> [JSONValue] {
         var params = params
         let token: String?
         if let first = params.first?.string, first.hasPrefix("token:") {
@@ -93,12 +97,19 @@ public actor Aria2Session {
         } else {
             token = nil
         }
-        if let secret, !Self.equalInConstantTime(token ?? "", secret) { throw .unauthorized }
+        if let secret, !Self.equalInConstantTime(token ?? "", secret) {
+            authenticationFailures += 1
+            // Never the token given: a typo of the secret is most of it.
+            logger.warning(
+                "authentication failed",
+                metadata: ["method": "\(method)", "token": "\(token == nil ? "none" : "wrong")"])
+            throw .unauthorized
+        }
         return params
     }
 
     /// Compares two secrets without stopping at the first difference.
-    static func equalInConstantTime(_ a: String, _ b: String) -> Bool {
+    public static func equalInConstantTime(_ a: String, _ b: String) -> Bool {
         let x = Array(a.utf8)
         let y = Array(b.utf8)
         var difference = UInt8(x.count == y.count ? 0 : 1)

@@ -57,6 +57,27 @@ public enum JSONValue: Sendable, Hashable, Codable {
         }
     }
 
+    /// A yes or no: `true`/`false`, or the strings aria2's options use (`"true"`, `"false"`; clients send both).
+    public var flag: Bool? {
+        switch self {
+        case .bool(let value): value
+        case .string("true"): true
+        case .string("false"): false
+        default: nil
+        }
+    }
+
+    /// An option's value as aria2 keeps it, a string: a number or a boolean is written as one (`4` → `"4"`).
+    public var optionText: JSONValue? {
+        switch self {
+        case .string: self
+        case .bool(let value): .string(value ? "true" : "false")
+        case .int(let value): .string(String(value))
+        case .double: integer.map { .string(String($0)) }
+        default: nil
+        }
+    }
+
     /// The elements, when it is an array.
     public var array: [JSONValue]? {
         if case .array(let value) = self { value } else { nil }

@@ -35,6 +35,8 @@ struct OriginGuard<Context: RequestContext>: RouterMiddleware {
             guard allowedHosts.contains(name) else { return "requests for host \(host) are refused" }
         }
         guard let origin, !allowsEveryOrigin else { return nil }
+        // A page's origin is http or https; `ws://…` is what WebSocket libraries (not browsers) send of their own.
+        if origin.hasPrefix("ws://") || origin.hasPrefix("wss://") { return nil }
         guard origin == "http://\(host)" || origin == "https://\(host)" else {
             return "requests from \(origin) are refused (start with --rpc-allow-origin-all to allow)"
         }

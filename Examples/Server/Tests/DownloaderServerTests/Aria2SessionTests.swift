@@ -225,4 +225,106 @@ final class Aria2SessionTests {
         #expect(plain.object?["result"]?.string == gid, "no options join")
         _ = try await call("aria2.remove", #""\#(gid)""#)
     }
+
+    @Test("addUri's pause and continue take a JSON boolean as aria2's clients send it, or its string (issue #50)")
+    func pauseAsBoolean() async throws {
+        // Before: only the string "true" paused; `"pause": true` was ignored and the download ran.
+        for (index, value) in ["true", #""true""#].enumerated() {
+            let url = "http://127.0.0.1:1/paused-\(index).bin"
+            let added = try await call("aria2.addUri", #"["\#(url)"],{"pause":\#(value),"continue":true}"#)
+            #expect(added.object?["result"]?.string != nil, "\(added)")
+            let receipt = try #require(await manager.receipt(for: URL(string: url)!))
+            #expect(receipt.state == .suspended, "pause \(value): \(receipt.state)")
+        }
+        let bad = try await call("aria2.addUri", #"["http://127.0.0.1:1/x.bin"],{"pause":"maybe"}"#)
+        #expect(errorCode(bad) == -32602)
+    }
+
+    @Test("system.listMethods is the method table; every listed method answers (none is 'not found')")
+    func methodTable() async throws {
+        let listed = try await send(#"{"jsonrpc":"2.0","id":1,"method":"system.listMethods"}"#)
+        let names = listed.object?["result"]?.array?.compactMap(\.string) ?? []
+        #expect(names == Aria2Session.methods && names.count == Set(names).count)
+        #expect(names.contains("aria2.changeOption") && names.contains("system.multicall"))
+        for name in names where !["aria2.shutdown", "aria2.forceShutdown"].contains(name) {
+            let answer = try await call(name)
+            #expect(errorCode(answer) != -32601, "\(name): \(answer)")
+        }
+        let notifications = try await send(#"{"jsonrpc":"2.0","id":1,"method":"system.listNotifications"}"#)
+        #expect(notifications.object?["result"]?.array?.contains("aria2.onDownloadComplete") == true)
+    }
+
+    @Test("Options: getOption and getGlobalOption say what is honoured; a change to anything else is refused by name")
+    func options() async throws {
+        let added = try await call("aria2.addUri", #"["http://127.0.0.1:1/opt.bin"],{"pause":"true","out":"o.bin"}"#)
+        let gid = try #require(added.object?["result"]?.string)
+        let options = try await call("aria2.getOption", #""\#(gid)""#)
+        #expect(options.object?["result"]?.object?["out"]?.string == "o.bin", "\(options)")
+        // The same value is accepted (clients send the set back), another refused with aria2's code 1.
+        #expect(try await call("aria2.changeOption", #""\#(gid)",{"out":"o.bin"}"#).object?["result"] == "OK")
+        #expect(errorCode(try await call("aria2.changeOption", #""\#(gid)",{"out":"other.bin"}"#)) == 1)
+        let global = try await call("aria2.getGlobalOption")
+        #expect(global.object?["result"]?.object?["max-concurrent-downloads"]?.string == "4", "\(global)")
+        let changed = try await call(
+            "aria2.changeGlobalOption", #"{"max-concurrent-downloads":2,"dir":"\#(directory.path)"}"#)
+        #expect(changed.object?["result"] == "OK", "\(changed)")
+        #expect(await manager.maximumActiveDownloads == 2)
+        let refused = try await call("aria2.changeGlobalOption", #"{"max-concurrent-downloads":3,"split":"5"}"#)
+        #expect(errorCode(refused) == 1, "\(refused)")
+        #expect(await manager.maximumActiveDownloads == 2, "nothing changes when one option is refused")
+    }
+
+    @Test("HTTP statuses as aria2c gives them: 400 for a refusal, 404 for an unknown method, 500 for the rest")
+    func statuses() async throws {
+        func status(_ json: String) async -> Int? { await session.reply(to: Data(json.utf8))?.httpStatus }
+        #expect(await status(#"{"jsonrpc":"2.0","id":1,"method":"aria2.getVersion","params":["token:s3cret"]}"#) == 200)
+        #expect(
+            await status(#"{"jsonrpc":"2.0","id":1,"method":"aria2.tellStatus","params":["token:s3cret","zz"]}"#) == 400
+        )
+        #expect(await status(#"{"jsonrpc":"2.0","id":1,"method":"aria2.nothing"}"#) == 404)
+        #expect(
+            await status(#"{"jsonrpc":"2.0","id":1,"method":"aria2.tellStatus","params":["token:s3cret",1]}"#) == 500)
+        #expect(await status("{nope") == 500)
+        #expect(await status(#"[{"jsonrpc":"2.0","id":1,"method":"aria2.nothing"}]"#) == 200, "a batch is 200")
+    }
+
+    @Test("A GET's query is the request aria2 reads: method, id as a string, params in base64; or a whole batch")
+    func getQuery() throws {
+        let params = Data(#"["token:s3cret"]"#.utf8).base64EncodedString()
+        let one = try #require(
+            Aria2Session.request(fromQuery: ["method": "aria2.getVersion", "id": "7", "params": params]))
+        let decoded = try JSONDecoder().decode(JSONValue.self, from: one)
+        #expect(decoded.object?["id"] == "7" && decoded.object?["params"] == ["token:s3cret"])
+        let batch = Data(#"[{"jsonrpc":"2.0","id":1,"method":"system.listMethods"}]"#.utf8)
+        #expect(Aria2Session.request(fromQuery: ["params": batch.base64EncodedString()]) == batch)
+        #expect(Aria2Session.request(fromQuery: ["method": "m", "id": "1", "params": "%%"]) == nil)
+    }
+
+    @Test("Events become aria2's notifications by state; progress and queued ones are not announced")
+    func notifications() async throws {
+        let url = URL(string: "http://127.0.0.1:1/n.bin")!
+        let gid = Aria2Session.gid(of: url)
+        await manager.enqueue(url)
+        await manager.suspend(url)
+        var receipt = try #require(await manager.receipt(for: url))
+        #expect(Aria2Session.gid(of: receipt) == gid)
+        func method(_ event: DownloadEvent) throws -> String? {
+            guard let data = Aria2Session.notification(for: event) else { return nil }
+            let value = try JSONDecoder().decode(JSONValue.self, from: data)
+            #expect(value.object?["params"]?.array?.first?.object?["gid"]?.string == gid)
+            return value.object?["method"]?.string
+        }
+        #expect(try method(.stateChanged(receipt)) == "aria2.onDownloadPause")
+        for (state, expected) in [
+            (DownloadState.downloading, "aria2.onDownloadStart"), (.completed, "aria2.onDownloadComplete"),
+            (.failed, "aria2.onDownloadError"),
+        ] {
+            receipt.state = state
+            #expect(try method(.stateChanged(receipt)) == expected)
+        }
+        receipt.state = .queued
+        #expect(try method(.stateChanged(receipt)) == nil)
+        #expect(try method(.progress(receipt)) == nil)
+        #expect(try method(.removed(url)) == "aria2.onDownloadStop")
+    }
 }
