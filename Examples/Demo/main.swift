@@ -16,19 +16,28 @@ import HTTPTestServer
 struct DemoFile {
     let name: String
     let mebibytes: Int
-    /// Extra query options for the server (throttling, changing content).
-    let options: String
+    /// The server's rate for it, in bytes per second.
+    let rate: Int
+    /// Extra query options for the server (changing content).
+    var extra = ""
     var size: Int { mebibytes << 20 }
+    /// The query options: the rate, divided by `DOWNLOADER_DEMO_SLOWDOWN` (a whole number, 1 when not set: a test that
+    /// interrupts the demo slows it so that it is still running when interrupted, however loaded the machine), and
+    /// the extra ones.
+    var options: String {
+        let slowdown = ProcessInfo.processInfo.environment["DOWNLOADER_DEMO_SLOWDOWN"].flatMap(Int.init) ?? 1
+        return "&rate=\(rate / max(1, slowdown))\(extra)"
+    }
 }
 
 let files = [
-    DemoFile(name: "alpha.bin", mebibytes: 8, options: "&rate=20000000"),
-    DemoFile(name: "bravo.bin", mebibytes: 24, options: "&rate=30000000"),
-    DemoFile(name: "charlie.bin", mebibytes: 48, options: "&rate=40000000"),
-    DemoFile(name: "delta.iso", mebibytes: 100, options: "&rate=50000000"),
-    DemoFile(name: "echo.bin", mebibytes: 4, options: "&rate=10000000"),
-    DemoFile(name: "foxtrot.bin", mebibytes: 16, options: "&rate=30000000"),
-    DemoFile(name: "golf.tar", mebibytes: 12, options: "&rate=20000000&change=2"),  // changes during the download
+    DemoFile(name: "alpha.bin", mebibytes: 8, rate: 20_000_000),
+    DemoFile(name: "bravo.bin", mebibytes: 24, rate: 30_000_000),
+    DemoFile(name: "charlie.bin", mebibytes: 48, rate: 40_000_000),
+    DemoFile(name: "delta.iso", mebibytes: 100, rate: 50_000_000),
+    DemoFile(name: "echo.bin", mebibytes: 4, rate: 10_000_000),
+    DemoFile(name: "foxtrot.bin", mebibytes: 16, rate: 30_000_000),
+    DemoFile(name: "golf.tar", mebibytes: 12, rate: 20_000_000, extra: "&change=2"),  // changes during the download
 ]
 let interrupted = "delta.iso"
 let changing = "golf.tar"

@@ -18,11 +18,13 @@ final class FileAllocationTests: Sendable {
     /// The partial file's length and allocated bytes while the server holds the response after 200,000 bytes.
     func heldPartial(_ allocation: FileAllocation) async throws -> (size: Int64, allocated: Int64) {
         let folder = workspace.directory.appendingPathComponent(allocation.rawValue)
-        var configuration = DownloadManager.Configuration.forTests(directory: folder)
+        // The stall and the manager's wait before a retry outlast any deadline here (with the suite's 10 s, a loaded
+        // machine retried and finished the file before the test looked at the partial one).
+        var configuration = DownloadManager.Configuration.forTests(directory: folder, stallTimeout: 900)
         configuration.fileAllocation = allocation
         let manager = try DownloadManager(configuration: configuration)
         let url = server.url(
-            "/bytes/alloc-\(allocation.rawValue)?size=8000000&stallAfter=200000&stall=60&stallCount=1&stallReached=1")
+            "/bytes/alloc-\(allocation.rawValue)?size=8000000&stallAfter=200000&stall=600&stallCount=1&stallReached=1")
         await manager.enqueue(url)
         let deadline = ContinuousClock.now + .seconds(60)
         while await (manager.receipt(for: url)?.totalBytesWritten ?? 0) < 65_536, ContinuousClock.now < deadline {
