@@ -12,7 +12,9 @@
 #   6. checks that bad requests get JSON-RPC errors and aria2c's HTTP statuses (404, 413), JSON-RPC over GET,
 #      /healthz, /metrics (with the bearer secret), the secret out of the process list and the log, that
 #      /api/downloads needs the secret and that a request from another origin's page is refused, and that the server
-#      still answers; SIGTERM again, exit 0. The secret is given as a flag first, then by DOWNLOADER_RPC_SECRET;
+#      still answers; then every call of aria2p's API and its command line (aria2p-api-check.py), the last
+#      aria2.shutdown: exit 0. The secret is given as a flag first, then by DOWNLOADER_RPC_SECRET;
+#   6b. 1,500 idle connections against `ulimit -n 1024`: the server stays up and answers once they go;
 #   7. soak.py: a seeded soak (random calls, page polling, floods, SIGTERM and kill -9 restarts) for SOAK_SECONDS
 #      (30 by default; 600 by hand), then every download finished and every file identical (SOAK_SEED replays).
 # Installs what it needs (nginx, chromium, aria2p) when missing. Usage: Examples/Server/e2e.sh
@@ -50,6 +52,7 @@ mkdir -p "$WORK/www/slow" "$WORK/dl" "$WORK/nginx"
 head -c $((3 << 20)) /dev/urandom > "$WORK/www/small.bin"
 head -c $((48 << 20)) /dev/urandom > "$WORK/www/slow/big.bin"
 head -c $((24 << 20)) /dev/urandom > "$WORK/www/slow/page.bin"
+head -c $((24 << 20)) /dev/urandom > "$WORK/www/slow/api.bin"
 mkdir -p "$WORK/www/soak"
 for i in $(seq 20); do head -c $(((i % 8 + 1) << 20)) /dev/urandom > "$WORK/www/soak/s$i.bin"; done
 chmod -R a+rX "$WORK/www"
@@ -217,11 +220,50 @@ grep -q '^hb_requests' "$WORK/metrics.txt" || fail "/metrics lacks Hummingbird's
 grep -q 'authentication failed' "$WORK/server.log" || fail "a wrong token was not logged"
 ! grep -q "$SECRET" "$WORK/server.log" || fail "the secret reached the log"
 rpc aria2.getVersion | grep -q '"version"' || fail "the server stopped answering"
-kill -TERM "$SERVER_PID"
+# Every call aria2p's API has and its command line's commands; the last is aria2.shutdown, which stops the server.
+python3 aria2p-api-check.py "$PORT" "$SECRET" "http://127.0.0.1:$NGINX_PORT/slow/api.bin" \
+    || fail "aria2p's API and command line"
 status=0
 wait "$SERVER_PID" || status=$?
 SERVER_PID=""
 [ "$status" = 0 ] || fail "exit status $status at the final stop"
+step "6b. a flood: 1,500 idle connections against a descriptor limit of 1,024"
+mkdir -p "$WORK/flood"
+(ulimit -n 1024 && exec "$SERVER" --port 0 --dir "$WORK/flood") > "$WORK/flood.out" 2> "$WORK/flood.log" &
+FLOOD_PID=$!
+for _ in $(seq 300); do
+    FLOOD_PORT="$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\)/.*|\1|p' "$WORK/flood.out")"
+    [ -n "$FLOOD_PORT" ] && break
+    sleep 0.1
+done
+[ -n "$FLOOD_PORT" ] || fail "the flood's server did not start"
+python3 - "$FLOOD_PORT" << 'PYTHON' || fail "flood: $(tail -3 "$WORK/flood.log")"
+import resource, socket, sys, time, urllib.request
+resource.setrlimit(resource.RLIMIT_NOFILE, (4096, 4096))
+port = int(sys.argv[1])
+held = []
+for _ in range(1500):
+    s = socket.socket()
+    s.setblocking(False)
+    s.connect_ex(("127.0.0.1", port))  # beyond the cap they wait in the backlog (or are refused): both are fine
+    held.append(s)
+time.sleep(2)
+for s in held:
+    s.close()
+deadline = time.time() + 60
+while time.time() < deadline:
+    try:
+        if urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5).status == 200:
+            print(f"flood: 1,500 connections held and closed; /healthz answers")
+            sys.exit(0)
+    except OSError:
+        time.sleep(0.2)
+sys.exit("/healthz did not answer after the flood")
+PYTHON
+kill -0 "$FLOOD_PID" 2> /dev/null || fail "the server died in the flood: $(tail -3 "$WORK/flood.log")"
+kill -TERM "$FLOOD_PID"
+wait "$FLOOD_PID" || fail "the flood's server did not exit 0"
+
 step "7. a seeded soak: random calls, polling, floods, SIGTERM and kill -9 restarts (${SOAK_SECONDS:-30} s)"
 python3 soak.py "$SERVER" "$WORK" "http://127.0.0.1:$NGINX_PORT/soak" "$WORK/www/soak" "${SOAK_SECONDS:-30}" \
     || fail "soak (server log: $(tail -5 "$WORK/soak-server.log"))"

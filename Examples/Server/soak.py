@@ -8,6 +8,7 @@ the folder is identical to its source. Prints the seed; SOAK_SEED replays one.
 Usage: soak.py SERVER_BINARY WORK_DIR BASE_URL SOURCE_DIR SECONDS
 """
 import hashlib
+import http.client
 import json
 import os
 import random
@@ -108,7 +109,7 @@ def background(name, action, pause):
         while not state["stopping"]:
             try:
                 action()
-            except (OSError, urllib.error.URLError, json.JSONDecodeError):
+            except (OSError, urllib.error.URLError, http.client.HTTPException, json.JSONDecodeError):
                 pass  # the server is restarting; the restart's own checks say whether it came back
             time.sleep(pause)
     thread = threading.Thread(target=loop, name=name, daemon=True)
@@ -166,7 +167,7 @@ while time.monotonic() < deadline:
     try:
         random_call()
         calls += 1
-    except (OSError, urllib.error.URLError) as error:
+    except (OSError, urllib.error.URLError, http.client.HTTPException) as error:
         if state["process"].poll() is None:
             problem(f"a call failed while the server ran: {error}")
 state["stopping"] = True

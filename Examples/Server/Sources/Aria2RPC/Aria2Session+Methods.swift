@@ -50,6 +50,15 @@ extension Aria2Session {
             let receipt = try await session.found(params.string(0, "gid"))
             return session.status(of: receipt, keys: ["files"]).object?["files"] ?? []
         },
+        Aria2Method("aria2.getServers") { session, params throws(Aria2Error) in
+            let gid = try params.string(0, "gid")
+            let receipt = try await session.found(gid)
+            // As aria2c: only an active download has servers; the one URL it is fetched from.
+            guard receipt.state == .downloading else { throw .refused("No active download for GID#\(gid)") }
+            let uri = JSONValue.string(receipt.url.absoluteString)
+            let speed = JSONValue.string(String(Int(receipt.bytesPerSecond ?? 0)))
+            return [["index": "1", "servers": [["uri": uri, "currentUri": uri, "downloadSpeed": speed]]]]
+        },
         Aria2Method("aria2.tellActive") { session, params throws(Aria2Error) in
             let keys = try params.keys(0)
             return .array(await session.list { $0.state == .downloading }.map { session.status(of: $0, keys: keys) })

@@ -59,13 +59,16 @@ func makeApplication(
 ) -> some ApplicationProtocol {
     Application(
         router: router,
-        // Idle and half-open connections end after 30 s (nothing read or written); at most `connectionLimit` at once,
-        // below the descriptor limit with a reserve for the downloads' sockets and files, so a flood waits in the
-        // backlog instead of taking the process to EMFILE. A WebSocket message is at most the body limit.
+        // A connection's first request head is due within `firstRequestDeadline` (10 s), then idle connections end
+        // after 30 s (nothing read or written), a WebSocket when its pings go unanswered; at most `connectionLimit`
+        // at once, below the descriptor limit with a reserve for the downloads' sockets and files, so a flood waits
+        // in the backlog instead of taking the process to EMFILE. A WebSocket message is at most the body limit.
         server: .http1WebSocketUpgrade(
             webSocketRouter: webSocketRouter,
             configuration: .init(
-                http1: .init(idleTimeout: .seconds(30)), ws: .init(maxFrameSize: options.maximumRequestSize))),
+                http1: .init(idleTimeout: .seconds(30)),
+                ws: .init(maxFrameSize: options.maximumRequestSize, autoPing: .enabled(timePeriod: .seconds(30)))),
+            firstRequestDeadline: options.firstRequestDeadline),
         configuration: .init(
             address: .hostname(options.host, port: options.port), serverName: "downloader-server",
             availableConnectionsDelegate: MaximumAvailableConnections(ServerLimits.connectionLimit(), logger: logger)),

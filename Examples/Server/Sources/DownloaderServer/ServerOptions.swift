@@ -13,6 +13,8 @@ struct ServerOptions: Sendable {
     var allowsEveryOrigin = false
     /// The largest request body (and WebSocket message) read; a larger one is refused with 413 before it is read.
     var maximumRequestSize = 2 << 20
+    /// How long a new connection has to send its first request head whole (slowloris).
+    var firstRequestDeadline = Duration.seconds(10)
 
     /// Whether the service listens on a loopback address only (then without a secret only this machine can call).
     var listensOnLoopbackOnly: Bool {

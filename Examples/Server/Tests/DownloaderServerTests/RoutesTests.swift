@@ -34,7 +34,7 @@ final class RoutesTests {
     /// The service's routes over this test's session, as `buildApplication` makes them.
     func application(
         host: String = "127.0.0.1", secret: String? = nil, allowsEveryOrigin: Bool = false, limit: Int = 2 << 20,
-        session: Aria2Session? = nil
+        session: Aria2Session? = nil, firstRequestDeadline: Duration = .seconds(10)
     ) -> some ApplicationProtocol {
         var options = ServerOptions()
         options.host = host
@@ -43,6 +43,7 @@ final class RoutesTests {
         options.secret = secret
         options.allowsEveryOrigin = allowsEveryOrigin
         options.maximumRequestSize = limit
+        options.firstRequestDeadline = firstRequestDeadline
         let session = session ?? self.session
         return makeApplication(
             router: buildRouter(
@@ -249,5 +250,30 @@ final class RoutesTests {
         let texts = seen.withLock { $0 }
         #expect(texts.contains { $0.contains(#""id":"a""#) && $0.contains(gid) }, "\(texts)")
         #expect(texts.contains { $0.contains("aria2.onDownloadStop") && $0.contains(gid) }, "\(texts)")
+    }
+
+    @Test("A connection that sends nothing, or trickles its first header, is closed at the deadline (slowloris)")
+    func firstRequestDeadline() async throws {
+        // Before: behind the WebSocket-capable channel nothing timed out a connection until its first head arrived.
+        _ = try await application(firstRequestDeadline: .seconds(1)).test(.live) { client in
+            let port = try #require(client.port)
+            let silent = try RawConnection(port: port)
+            #expect(silent.readsEndOfStream(within: .seconds(60)), "a silent connection stays open")
+            let trickling = try RawConnection(port: port)
+            trickling.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n")
+            let deadline = ContinuousClock.now + .seconds(60)
+            var closed = false
+            while !closed && ContinuousClock.now < deadline {
+                closed = !trickling.send("X-Slow: 1\r\n") || trickling.readsEndOfStream(within: .milliseconds(100))
+            }
+            #expect(closed, "a trickling header keeps the connection")
+            // A request sent whole is answered, and its connection then follows the idle timeout, not this one.
+            let prompt = try RawConnection(port: port)
+            prompt.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            #expect(prompt.reads("200 OK", within: .seconds(60)))
+            try await Task.sleep(for: .seconds(2))  // past the first-request deadline: not a synchronisation
+            #expect(prompt.send("GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+            #expect(prompt.reads("200 OK", within: .seconds(60)), "the deadline closed a connection that had asked")
+        }
     }
 }
