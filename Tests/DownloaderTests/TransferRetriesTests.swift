@@ -56,7 +56,7 @@ struct TransferRetriesTests {
             Issue.record("a cancelled generation retried")
             return
         }
-        guard case .end(.cancelled) = retries.waitCancelled() else {
+        guard case .cancelled = retries.waitCancelled() else {
             Issue.record("a cancelled wait did not end the generation")
             return
         }

@@ -58,6 +58,6 @@ extension TransferRunner {
         }
 
         /// The backoff's wait was cancelled.
-        func waitCancelled() -> Action { .end(.cancelled) }
+        func waitCancelled() -> DownloadManager.StateMachine<URL>.TransferEnd { .cancelled }
     }
 }

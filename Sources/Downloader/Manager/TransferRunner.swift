@@ -58,8 +58,11 @@ struct TransferRunner: Sendable {
             } catch {
                 attempt = .failed(error)
             }
-            var action = retries.attemptEnded(attempt, cancelled: Task.isCancelled)
-            if case .retry(let retry) = action {
+            switch retries.attemptEnded(attempt, cancelled: Task.isCancelled) {
+            case .end(let end):
+                if case .completed = end { return (end, result) }
+                return (end, nil)
+            case .retry(let retry):
                 await willRetry(retry)
                 // The server said when: another download may use the slot meanwhile (the manager's machine).
                 if retry.error.retryAfter != nil && retry.delay > 0 {
@@ -67,14 +70,10 @@ struct TransferRunner: Sendable {
                 }
                 do {
                     try await Task.sleep(for: .seconds(retry.delay))
-                    continue
                 } catch {
-                    action = retries.waitCancelled()
+                    return (retries.waitCancelled(), nil)
                 }
             }
-            guard case .end(let end) = action else { continue }
-            if case .completed = end { return (end, result) }
-            return (end, nil)
         }
     }
 }

@@ -130,12 +130,6 @@ struct PartialFiles: Sendable {
     /// The partial file's length, when it is a regular file.
     var partialSize: Int64? { partialIdentity?.size }
 
-    /// Whether something other than a regular file has the partial file's name (a planted link, a folder).
-    var partialIsForeign: Bool {
-        guard let info = folder.status(partialName, in: .partial) else { return false }
-        return (info.st_mode & S_IFMT) != S_IFREG
-    }
-
     func removePartial() {
         folder.remove(partialName, in: .partial)
     }

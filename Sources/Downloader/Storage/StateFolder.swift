@@ -155,12 +155,6 @@ final class StateFolder: Sendable {
         return fstatat(folder, name, &info, AT_SYMLINK_NOFOLLOW) == 0 ? info : nil
     }
 
-    /// The size of a regular file of an area; `nil` when there is none (or it is something else: a link, a device).
-    func sizeOfFile(_ name: String, in area: Area) -> Int64? {
-        guard let info = status(name, in: area), (info.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return Int64(info.st_size)
-    }
-
     /// Removes a name from an area (a link is removed itself, never what it points to).
     /// - Returns: whether something was removed.
     @discardableResult

@@ -184,8 +184,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// Closes a request from any thread: late events are dropped from now on and the task is cancelled on the
     /// control queue. The waiting caller gets `end` when URLSession reports the task complete, so that whatever
     /// follows (a retry, the next download in the queue) never overlaps the old connection.
-    func close(taskIdentifier id: Int, with end: RequestEnd) {
-        let (task, answerNow) = markClosed(id, with: end)
+    /// - Parameters:
+    ///   - keepingData: whether bytes that still arrive go to the sink (`TransferSink.keepsData(after:)`), which
+    ///     only the delegate queue may ask, where the sink's state lives; a close from any other thread keeps none.
+    func close(taskIdentifier id: Int, with end: RequestEnd, keepingData: Bool = false) {
+        let (task, answerNow) = markClosed(id, with: end, keepingData: keepingData)
         if answerNow { answerOnDelegateQueue(id) }
         guard let task else { return }
         controlQueue.async { task.cancel() }
@@ -194,11 +197,15 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// Marks a request closed and remembers how it ended.
     /// - Returns: the task to cancel now (`nil` when it was closed already or the cancel must wait for the end of a
     ///   redirect), and whether its caller is answered without waiting for the task (`answerClosedRequestsAtOnce()`).
-    private func markClosed(_ id: Int, with end: RequestEnd) -> (task: URLSessionDataTask?, answerNow: Bool) {
+    private func markClosed(
+        _ id: Int, with end: RequestEnd, keepingData: Bool
+    ) -> (task: URLSessionDataTask?, answerNow: Bool) {
         state.withLock { state -> (URLSessionDataTask?, Bool) in
             guard var entry = state.entries[id] else { return (nil, false) }
+            // Never the sink here: this runs on the closing thread (a cancel, the watchdog), and the sink's state is
+            // the delegate queue's (ErrorBodySink's `pending` was read here while that queue wrote it: a data race).
             let cancelNow = entry.request.close(
-                with: end, now: DispatchTime.now().uptimeNanoseconds, keepingData: entry.sink.keepsData(after: end))
+                with: end, now: DispatchTime.now().uptimeNanoseconds, keepingData: keepingData)
             state.entries[id] = entry
             return (cancelNow ? entry.task : nil, state.answersClosedAtOnce)
         }
@@ -312,7 +319,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
             return
         }
         if let end = sink.receive(response: response) {
-            close(taskIdentifier: id, with: end)
+            close(taskIdentifier: id, with: end, keepingData: sink.keepsData(after: end))
             completionHandler(.cancel)
         } else {
             completionHandler(.allow)
@@ -324,7 +331,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let id = dataTask.taskIdentifier
         guard let sink = openSink(id, received: data.count, forData: true) else { return }
         if let end = sink.receive(data: data) {
-            close(taskIdentifier: id, with: end)
+            close(taskIdentifier: id, with: end, keepingData: sink.keepsData(after: end))
         } else if let time = sink.takeCheckTime() {
             scheduleCheck(id, at: time)
         }
@@ -340,8 +347,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                 guard let self else { return }
                 // Not `openSink`: a check is no activity for the stall watchdog.
                 let sink = state.withLock { state in state.entries[id].flatMap { $0.request.isOpen ? $0.sink : nil } }
-                if let end = sink?.check(now: DispatchTime.now().uptimeNanoseconds) {
-                    close(taskIdentifier: id, with: end)
+                if let sink, let end = sink.check(now: DispatchTime.now().uptimeNanoseconds) {
+                    close(taskIdentifier: id, with: end, keepingData: sink.keepsData(after: end))
                 }
             }
         }

@@ -53,7 +53,8 @@ protocol TransferSink: AnyObject, Sendable {
     func check(now: UInt64) -> RequestEnd?
     /// Whether body bytes that still arrive after the request was closed with `end` (URLSession delivers chunks
     /// already read after a cancel) go to the sink rather than being dropped: bytes that reached the process are then
-    /// written, and never fetched a second time.
+    /// written, and never fetched a second time. Asked, like the rest, on the delegate queue, with an end this sink
+    /// gave; a request closed from another thread (a cancel, the stall watchdog) keeps nothing.
     func keepsData(after end: RequestEnd) -> Bool
 }
 

@@ -1,0 +1,80 @@
+import Foundation
+import HTTPTestServer
+import Testing
+
+@testable import Downloader
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The bridge between URLSession's delegate and the transfers: who touches a sink's state (issue #51).
+@Suite("SessionBridge")
+final class SessionBridgeTests {
+    let server: HTTPTestServer
+
+    init() throws {
+        server = try HTTPTestServer()
+    }
+
+    deinit {
+        server.stopInBackground()
+    }
+
+    /// A sink that accepts any response and notes, for each call, whether it came on the delegate queue (an
+    /// `OperationQueue`; a cancelling task's thread and the watchdog's dispatch queue are not one).
+    final class RecordingSink: TransferSink, @unchecked Sendable {
+        let calls = Locked<[(name: String, onDelegateQueue: Bool)]>([])
+
+        private func note(_ name: String) {
+            let onQueue = OperationQueue.current != nil
+            calls.withLock { $0.append((name, onQueue)) }
+        }
+
+        func receive(response: URLResponse) -> RequestEnd? {
+            note("receive(response:)")
+            return nil
+        }
+
+        func receive(data: Data) -> RequestEnd? {
+            note("receive(data:)")
+            return nil
+        }
+
+        func complete(error: (any Error)?) -> RequestEnd {
+            note("complete(error:)")
+            return .finished
+        }
+
+        func keepsData(after end: RequestEnd) -> Bool {
+            note("keepsData(after:)")
+            return false
+        }
+
+        var offQueue: [String] { calls.withLock { $0.filter { !$0.onDelegateQueue }.map(\.name) } }
+        var names: [String] { calls.withLock { $0.map(\.name) } }
+    }
+
+    @Test(
+        "A request closed from outside (a cancel, the stall watchdog) never calls its sink off the delegate queue"
+    )
+    func sinkOnlyOnTheDelegateQueue() async throws {
+        // Before: the bridge asked the sink `keepsData(after:)` on the closing thread, and ErrorBodySink's answer read
+        // `pending`, which the delegate queue writes: a data race (issue #51). The head arrives, the body never does.
+        for (name, stallTimeout, cancels) in [("cancelled", 60.0, true), ("stalled", 0.3, false)] {
+            let bridge = SessionBridge(configuration: .init(stallTimeout: stallTimeout))
+            let sink = RecordingSink()
+            let request = URLRequest(url: server.url("/bytes/\(name)?size=100000&stallAfter=0&stall=60"))
+            let running = Task { await bridge.performAuthorized(request, sink: sink) }
+            let deadline = ContinuousClock.now + .seconds(60)
+            while !sink.names.contains("receive(response:)") && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))  // polling an event with a deadline
+            }
+            #expect(sink.names.contains("receive(response:)"), "\(name): \(sink.names)")
+            if cancels { running.cancel() }
+            let (end, _) = await running.value
+            #expect(sink.offQueue.isEmpty, "\(name) (\(end)): called off the delegate queue: \(sink.offQueue)")
+            bridge.invalidate()
+        }
+    }
+}
