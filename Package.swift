@@ -33,6 +33,8 @@ let package = Package(
         .testTarget(
             name: "DownloaderTests", dependencies: ["Downloader", "HTTPTestServer", "downloader-model-child"]),
         .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "Downloader"]),
+        // The library as a dependent sees it: no `@testable import` (issue #51).
+        .testTarget(name: "DownloaderAPITests", dependencies: ["Downloader", "HTTPTestServer"]),
         // Runs the built `dl` binary as a child process; depending on it makes `swift test` build it.
         .testTarget(name: "dlTests", dependencies: ["dl", "downloader-demo", "HTTPTestServer", "Downloader"]),
     ],

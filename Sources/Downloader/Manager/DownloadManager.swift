@@ -272,7 +272,8 @@ public actor DownloadManager {
     ///   - progress: called with the receipt as bytes arrive (at most 10 times a second), until the download stops.
     ///     A slow callback gets the newest receipt next (calls are coalesced, never queued without bound).
     ///   - completion: called once, after the last progress call, when the download completes, fails, is suspended
-    ///     or removed, or the manager shuts down; at once with `.shutDown` for a request after `shutdown()`.
+    ///     or removed, or the manager shuts down; at once with `.shutDown` for a request after `shutdown()`. Name it:
+    ///     a single trailing closure is `progress` (Swift matches it to the first closure parameter).
     ///
     /// Both run in order on a serial dispatch queue of their own, never on the manager's actor: a slow (even blocking)
     /// callback delays only its own later calls, not the manager or another download.
