@@ -39,7 +39,7 @@ extension TransferTests {
             url: url, options: DownloadOptions(), directory: directory, bridge: bridge,
             configuration: .init(firstRequestBudget: FirstRequestBudget()))
         let task = Task { try await transfer.run() }
-        #expect(await server.waitUntil(timeout: .seconds(30)) { $0.requests(path: "/bytes/burst").count >= 2 })
+        #expect(await server.waitUntil(timeout: .seconds(120)) { $0.requests(path: "/bytes/burst").count >= 2 })
         let result = try await task.value
         #expect(result.md5 == TestContent(name: "burst", size: size).md5)
         let requests = gets("burst")
