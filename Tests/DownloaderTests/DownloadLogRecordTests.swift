@@ -49,16 +49,14 @@ final class DownloadLogRecordTests: Sendable {
     @Test("A restart from byte 0 is logged with its reason (the server has another version now)")
     func restartLogged() async throws {
         let records = Locked<[DownloadLogRecord]>([])
-        // The stall and the wait before a retry outlast the deadline: on a loaded machine the suite's 10 s let the
-        // watchdog's retry race the test's suspend.
-        var configuration = DownloadManager.Configuration.forTests(directory: directory, stallTimeout: 900)
+        var configuration = DownloadManager.Configuration.forTests(directory: directory)
         configuration.log = { record in records.withLock { $0.append(record) } }
         let manager = try DownloadManager(configuration: configuration)
         // The first GET stops after 100,000 bytes; every later request sees a new version.
         let url = server.url(
-            "/bytes/restarted?size=300000&stallAfter=100000&stall=600&stallCount=1&stallReached=1&changeAt=1")
+            "/bytes/restarted?size=300000&stallAfter=100000&stall=60&stallCount=1&stallReached=1&changeAt=1")
         await manager.enqueue(url)
-        let deadline = ContinuousClock.now + .seconds(120)
+        let deadline = ContinuousClock.now + .seconds(60)
         while await (manager.receipt(for: url)?.totalBytesWritten ?? 0) < 65_536, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -69,8 +67,7 @@ final class DownloadLogRecordTests: Sendable {
         await manager.shutdown()
         let logged = records.withLock { $0 }
         let restart = logged.first { $0.level == .warning && $0.message.contains("byte 0") }
-        let written = await manager.receipt(for: url)?.totalBytesWritten
-        #expect(restart != nil, "\(logged.map(\.message)); \(String(describing: written)) bytes before the suspend")
+        #expect(restart != nil, "\(logged.map(\.message))")
         #expect(restart?.metadata["id"] == receipt.identifier)
     }
 }

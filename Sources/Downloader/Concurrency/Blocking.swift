@@ -13,7 +13,11 @@ enum Blocking {
     ) async throws(Failure) -> Value {
         let result = await withCheckedContinuation {
             (continuation: CheckedContinuation<Result<Value, Failure>, Never>) in
-            DispatchQueue.global(qos: .utility).async {
+            // A queue of its own, not a global one: a global queue runs at most about one item per core at once (on
+            // Linux, more only once its monitor sees threads blocked, a second or more later), so a few slow bodies
+            // (a sync, a hash of a large partial file) held every other transfer's restore before its first request
+            // (the suite saw transfers with no request for 120 s). A new serial queue gets a thread of its own.
+            DispatchQueue(label: "downloader.blocking", qos: .utility).async {
                 continuation.resume(returning: Result { () throws(Failure) -> Value in try body() })
             }
         }

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 #if canImport(Glibc)
@@ -447,5 +448,136 @@ public actor DownloadManager {
     /// Removes every download, its files and its receipt.
     public func removeAll() {
         for url in book.keys { apply(machine.remove(url)) }
+    }
+}
+
+extension DownloadManager {
+    /// Makes a manager on a directory like `init(configuration:)`, waiting for another manager to let go of the
+    /// directory without blocking a thread: for `async` code such as a service's start-up.
+    ///
+    /// It waits up to `Configuration.directoryLockTimeout` (`.infinity`: as long as it takes), trying the lock every
+    /// 50 ms; the directory is created and the saved receipts are read on a thread of Dispatch's, never on a
+    /// cooperative thread.
+    /// - Parameter configuration: the directory and the limits.
+    /// - Returns: the manager, which owns the directory until `shutdown()`.
+    /// - Throws: `CancellationError` when the calling task is cancelled while waiting; otherwise what
+    ///   `init(configuration:)` throws (`DownloadError.directoryLocked` once the timeout has passed).
+    public static func make(configuration: Configuration) async throws -> DownloadManager {
+        var attempt = configuration
+        attempt.directoryLockTimeout = 0
+        let timeout = configuration.directoryLockTimeout
+        let deadline = timeout.isFinite ? ContinuousClock.now + .milliseconds(Int64(max(0, timeout) * 1000)) : nil
+        let once = attempt
+        while true {
+            try Task.checkCancellation()
+            do {
+                return try await withCheckedThrowingContinuation { continuation in
+                    DispatchQueue.global().async {
+                        continuation.resume(with: Result { try DownloadManager(configuration: once) })
+                    }
+                }
+            } catch let error as DownloadError where error == .directoryLocked {
+                if let deadline, ContinuousClock.now >= deadline { throw error }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+    }
+}
+
+extension DownloadManager {
+    /// The shared manager, keeping its files in the user's cache directory (`$XDG_CACHE_HOME` or `~/.cache` on
+    /// Linux, `~/Library/Caches` on macOS) under `Downloader`.
+    public static let shared: DownloadManager = {
+        let configuration = Configuration(directory: defaultDirectory)
+        // If the directory cannot be opened now (not creatable, or owned by another process), each download reports
+        // that error itself.
+        do {
+            return try DownloadManager(configuration: configuration)
+        } catch {
+            let reason = (error as? DownloadError) ?? .fileSystem(nil, reason: "\(error)")
+            return DownloadManager(unusable: configuration, error: reason)
+        }
+    }()
+
+    /// `<cache directory>/Downloader`.
+    public static var defaultDirectory: URL {
+        let environment = ProcessInfo.processInfo.environment
+        #if os(Linux)
+            if let xdg = environment["XDG_CACHE_HOME"], xdg.hasPrefix("/") {
+                return URL(fileURLWithPath: xdg, isDirectory: true).appendingPathComponent(
+                    "Downloader", isDirectory: true)
+            }
+        #endif
+        let caches =
+            FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
+            ?? URL(fileURLWithPath: NSHomeDirectory(), isDirectory: true).appendingPathComponent(".cache")
+        return caches.appendingPathComponent("Downloader", isDirectory: true)
+    }
+}
+
+/// Downloads as APIs and user interfaces show them (`DownloadSnapshot`): by URL, by identifier, a page at a time.
+extension DownloadManager {
+    /// The snapshot of a URL's download, if the manager knows it.
+    public func snapshot(for url: URL) -> DownloadSnapshot? {
+        receipt(for: url).map { DownloadSnapshot($0, completedDirectory: directory.completedArea) }
+    }
+
+    /// The snapshot of the download whose identifier is `identifier` (`DownloadReceipt.identifier`), if known.
+    public func snapshot(identifiedBy identifier: String) -> DownloadSnapshot? {
+        receipt(identifiedBy: identifier).map { DownloadSnapshot($0, completedDirectory: directory.completedArea) }
+    }
+
+    /// A page of snapshots in the order the downloads were first requested (see `receipts(after:limit:)`).
+    /// - Parameters:
+    ///   - cursor: `nil` for the first page, else the `next` of the page before.
+    ///   - limit: at most this many snapshots (at least 1).
+    /// - Returns: the snapshots, and the cursor of the next page (`nil` after the last one).
+    public func snapshots(
+        after cursor: ReceiptCursor?, limit: Int
+    ) -> (snapshots: [DownloadSnapshot], next: ReceiptCursor?) {
+        let page = receipts(after: cursor, limit: limit)
+        return (page.receipts.map { DownloadSnapshot($0, completedDirectory: directory.completedArea) }, page.next)
+    }
+}
+
+extension DownloadManager {
+    /// Publishes progress every 100 ms while transfers run.
+    func startTickerIfNeeded() {
+        guard ticker == nil, !transfers.isEmpty else { return }
+        ticker = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(100))
+                guard let self, await self.tick() else { return }
+            }
+        }
+    }
+
+    /// Publishes progress of every running transfer whose counts moved (or, while idle, whose speed fell). Returns
+    /// `false` (ending the ticker) when nothing runs.
+    private func tick() -> Bool {
+        guard !transfers.isEmpty else {
+            ticker = nil
+            return false
+        }
+        for (url, var transfer) in transfers where machine.isRunning(url, generation: transfer.generation) {
+            guard var record = book[url] else { continue }
+            let (written, total) = transfer.box.current
+            let speed = transfer.meter.sample(bytes: written)
+            let moved = written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
+            // While nothing arrives, the falling speed and growing ETA are still published, once a second.
+            transfer.idleTicks = moved ? 0 : transfer.idleTicks + 1
+            transfers[url] = transfer
+            guard moved || (transfer.idleTicks % 10 == 0 && speed != record.receipt.bytesPerSecond) else { continue }
+            record.receipt.totalBytesWritten = written
+            record.receipt.totalBytesExpectedToWrite = total
+            record.receipt.bytesPerSecond = speed
+            record.receipt.estimatedTimeRemaining = total.flatMap { total in
+                speed.flatMap { $0 > 0 ? Double(max(0, total - written)) / $0 : nil }
+            }
+            book[url] = record
+            emit(.progress(record.receipt))
+            for channel in progressHandlers[url] ?? [] { channel.progress(record.receipt) }
+        }
+        return true
     }
 }

@@ -1,17 +1,5 @@
 import Dispatch
 
-/// Bytes on disk and the total, written from the delegate queue after every chunk and read by the manager's ticker:
-/// progress reaches the actor at most every tick, never once per chunk.
-final class ProgressBox: Sendable {
-    private let counts = Locked<(written: Int64, total: Int64?)>((0, nil))
-
-    func update(written: Int64, total: Int64?) {
-        counts.withLock { $0 = (written, total) }
-    }
-
-    var current: (written: Int64, total: Int64?) { counts.withLock { $0 } }
-}
-
 /// The speed of one download in this session, averaged over the last few seconds of real time: a tick in which
 /// nothing arrived counts as a slow tick, so a server that sends bursts and pauses shows its true average, and a body
 /// that trickles shows a trickle. Only bytes that arrived count, not bytes resumed from disk.
