@@ -16,9 +16,12 @@ final class DownloadManagerLifecycleTests: Sendable {
         workspace = try TestWorkspace()
     }
 
-    func makeManager(maximumActive: Int = 4, window: Int = 16 << 20) throws -> DownloadManager {
+    func makeManager(
+        maximumActive: Int = 4, window: Int = 16 << 20, stallTimeout: TimeInterval = 10
+    ) throws -> DownloadManager {
         try DownloadManager(
-            configuration: .forTests(directory: temporary.url, maximumActive: maximumActive, window: window))
+            configuration: .forTests(
+                directory: temporary.url, maximumActive: maximumActive, stallTimeout: stallTimeout, window: window))
     }
 
     func gets(_ name: String) -> [RecordedRequest] {
@@ -141,7 +144,9 @@ final class DownloadManagerLifecycleTests: Sendable {
         "A request whose checksum, destination or file name contradicts a running download's is refused at once; equal options join (issue #48)"
     )
     func contradictingOptionsRefused() async throws {
-        let manager = try makeManager()
+        // The first download is held before its head for as long as the test asks (30 s and more under TSan on a
+        // busy machine): no stall may cut it and start it again from byte 0 (CI saw two such GETs).
+        let manager = try makeManager(stallTimeout: 600)
         // Held before its head until the test opens the gate: the download runs while the others ask.
         let url = server.url("/bytes/held?size=100000&gate=conflict&gateSize=1000")
         let right = try #require(Checksum(md5: TestContent(name: "held", size: 100_000).md5.hexString))
@@ -183,7 +188,8 @@ final class DownloadManagerLifecycleTests: Sendable {
         await manager.enqueue(
             url, options: DownloadOptions(destination: other),
             completion: { result in refused.withLock { $0 = result } })
-        let deadline = ContinuousClock.now + .seconds(1)
+        // Also while the first is held: the completion runs on its own queue, so a deadline (not a bound) waits.
+        let deadline = ContinuousClock.now + .seconds(60)
         while refused.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))  // a deadline, not synchronisation
         }

@@ -24,6 +24,17 @@ final class DownloadManagerNewURLTests: Sendable {
         let size = 400_000
         let expired = server.url("/bytes/link.bin?size=\(size)&sig=1&sigUses=1&drop=150000")
         let manager = try makeManager()
+        // What the download went through, for the message of a failure (CI once saw it end neither completed nor
+        // failed within 60 s under ThreadSanitizer on a loaded machine).
+        let events = await manager.events(for: expired)
+        let seen = Locked<[String]>([])
+        let recorder = Task {
+            for await event in events {
+                if case .progress = event { continue }
+                seen.withLock { $0.append("\(event)") }
+            }
+        }
+        defer { recorder.cancel() }
         await #expect(throws: DownloadError.httpStatus) { try await manager.download(expired) }
         let failed = try #require(await manager.receipt(for: expired))
         #expect(failed.state == .failed && failed.totalBytesWritten > 0, "\(failed)")
@@ -31,14 +42,15 @@ final class DownloadManagerNewURLTests: Sendable {
         let fresh = server.url("/bytes/link.bin?size=\(size)&sig=2&sigUses=100")
         let changed = try await manager.changeURL(of: expired, to: fresh)
         #expect(changed?.url == expired && changed?.identifier == failed.identifier)
-        // Completed: looked at every 20 ms up to a deadline (a new failure shows as a timeout and its receipt).
-        let deadline = ContinuousClock.now + .seconds(60)
+        // Completed: looked at every 20 ms up to a deadline, not a bound (a new failure shows as a timeout, its
+        // receipt and events).
+        let deadline = ContinuousClock.now + .seconds(300)
         var end = await manager.receipt(for: expired)
         while end?.state != .completed && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
             end = await manager.receipt(for: expired)
         }
-        #expect(end?.state == .completed, "\(String(describing: end))")
+        #expect(end?.state == .completed, "\(String(describing: end)); events: \(seen.withLock { $0 })")
         let receipt = try #require(await manager.receipt(for: expired))
         #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "link.bin", size: size).md5)
         let freshGets = server.statistics.requests(path: "/bytes/link.bin").filter {
