@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "swift-downloader",
-    platforms: [.macOS(.v15)],
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "Downloader", targets: ["Downloader"]),
         .executable(name: "dl", targets: ["dl"]),

@@ -66,19 +66,34 @@ actor CompletionHook {
     /// on this thread. Not Foundation's `Process`: its `run()` can crash the process on Swift 6.3 (an over-read of
     /// `/proc/self/fd`, swift-corelibs-foundation PR #5472).
     static func spawn(_ arguments: [String], environment: [String]) -> Status {
-        var actions = posix_spawn_file_actions_t()
+        #if canImport(Darwin)
+            var actions: posix_spawn_file_actions_t? = nil  // a pointer the call below sets
+        #else
+            var actions = posix_spawn_file_actions_t()
+        #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        // dl's sockets and partial files are not the command's (`Process` closes them too).
         #if os(Linux)
-            // dl's sockets and partial files are not the command's (`Process` closes them too).
             if let closeFrom = Self.closeFrom { _ = closeFrom(&actions, 3) }
+            var attributes = posix_spawnattr_t()
+        #elseif canImport(Darwin)
+            var attributes: posix_spawnattr_t? = nil
+        #endif
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        #if canImport(Darwin)
+            // Every descriptor closed but the three given: Darwin's way of closefrom(3).
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_CLOEXEC_DEFAULT))
+            posix_spawn_file_actions_addinherit_np(&actions, 1)
+            posix_spawn_file_actions_addinherit_np(&actions, 2)
         #endif
         let argv = arguments.map { strdup($0) } + [nil]
         let envp = environment.map { strdup($0) } + [nil]
         defer { (argv + envp).forEach { free($0) } }
         var pid = pid_t()
-        let result = posix_spawn(&pid, arguments[0], &actions, nil, argv, envp)
+        let result = posix_spawn(&pid, arguments[0], &actions, &attributes, argv, envp)
         guard result == 0 else { return .failedToStart(result) }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}

@@ -54,6 +54,22 @@ final class DownloadDirectoryStateTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("Whether a manager holds a folder: Darwin's flock probe agrees with Linux's /proc/locks (issue #53)")
+    func lockProbe() async throws {
+        let state = temporary.url.appendingPathComponent(".downloader")
+        let lock = state.appendingPathComponent("lock")
+        #expect(!DownloadManager.probeLock(lock), "no lock file: not held")
+        let manager = try DownloadManager(configuration: configuration())
+        #expect(DownloadManager.probeLock(lock), "held by a manager")
+        #expect(DownloadManager.savedDownloads(in: state).inUse)
+        await manager.shutdown()
+        #expect(!DownloadManager.probeLock(lock), "given back at shutdown")
+        #expect(!DownloadManager.savedDownloads(in: state).inUse)
+        // The probe gives its shared lock back: a manager opens the folder right after.
+        let next = try DownloadManager(configuration: configuration())
+        await next.shutdown()
+    }
+
     @Test(
         "make(configuration:) waits for the directory without a thread, gives up at its timeout, stops when cancelled")
     func makeWaitsWithoutAThread() async throws {

@@ -4,6 +4,10 @@ import Testing
 
 @testable import Downloader
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// Logins (issue #36): credentials per host in the configuration, a `401` with a Basic challenge answered once, the
 /// credential never sent to another host and never written to disk. Failed on d1ecfd3 (no way to give them: 401).
 @Suite("Logins")
@@ -87,5 +91,23 @@ final class LoginTests: Sendable {
         #expect(first.contains { $0.value(forHeader: "Authorization") == "Basic YWxpY2U6cHc=" })
         #expect(!other.isEmpty && other.allSatisfy { $0.value(forHeader: "Authorization") == nil })
         await manager.shutdown()
+    }
+
+    @Test("A URL's user and password become a Basic header and leave the URL, as Apple's URLSession needs (issue #53)")
+    func userInfoMovesToHeader() throws {
+        var request = URLRequest(url: try #require(URL(string: "https://ann%40corp:p%3As%20s@example.test:8443/f?q=1")))
+        Transfer.moveUserInfoToAuthorization(&request)
+        #expect(request.url?.absoluteString == "https://example.test:8443/f?q=1")
+        let expected = "Basic " + Data("ann@corp:p:s s".utf8).base64EncodedString()
+        #expect(request.value(forHTTPHeaderField: "Authorization") == expected)
+        // A header of the caller's own wins; the URL loses its credentials all the same.
+        var own = URLRequest(url: try #require(URL(string: "http://u:p@example.test/f")))
+        own.setValue("Bearer t", forHTTPHeaderField: "Authorization")
+        Transfer.moveUserInfoToAuthorization(&own)
+        #expect(own.value(forHTTPHeaderField: "Authorization") == "Bearer t" && own.url?.user == nil)
+        // No user: nothing changes.
+        var plain = URLRequest(url: try #require(URL(string: "http://example.test/f")))
+        Transfer.moveUserInfoToAuthorization(&plain)
+        #expect(plain.value(forHTTPHeaderField: "Authorization") == nil)
     }
 }

@@ -2,6 +2,8 @@ import Foundation
 
 #if canImport(Glibc)
     import Glibc
+#elseif canImport(Darwin)
+    import Darwin
 #endif
 
 /// Signals one child process and never another: a pid names a process only until it is reaped (Foundation reaps its
@@ -37,7 +39,7 @@ public final class ChildSignal: @unchecked Sendable {
     }
 
     deinit {
-        if pidfd >= 0 { Glibc.close(pidfd) }
+        if pidfd >= 0 { _ = closeDescriptor(pidfd) }
     }
 
     /// Sends `signal` to the child if it has not exited.
@@ -56,7 +58,14 @@ public final class ChildSignal: @unchecked Sendable {
 public enum BuiltProducts {
     /// The executable called `name` in the test bundle's build folder.
     public static func url(_ name: String) -> URL {
-        let testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        var testBinary = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+        #if canImport(Darwin)
+            // Under Xcode's xctest or swiftpm-testing-helper, argv[0] is the runner, not the test bundle: ask for the
+            // bundle that was loaded.
+            if let bundle = Bundle.allBundles.first(where: { $0.bundleURL.pathExtension == "xctest" }) {
+                testBinary = bundle.bundleURL.appendingPathComponent("Contents/MacOS/x")
+            }
+        #endif
         var directory = testBinary.deletingLastPathComponent()
         // On macOS the tests run inside an .xctest bundle: step out of it.
         while directory.pathExtension == "xctest" || directory.lastPathComponent == "MacOS"
@@ -66,4 +75,9 @@ public enum BuiltProducts {
         }
         return directory.appendingPathComponent(name)
     }
+}
+
+/// `close(2)`, by a name that no method of a type here shares.
+private func closeDescriptor(_ fd: Int32) -> Int32 {
+    close(fd)
 }

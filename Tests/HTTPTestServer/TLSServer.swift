@@ -59,7 +59,7 @@ public final class TLSServer: Sendable {
 
     /// A port nobody listens on now (bound to port 0 and released).
     private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = Socket.makeTCPSocket()
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -75,7 +75,7 @@ public final class TLSServer: Sendable {
     }
 
     private static func accepts(_ port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let fd = Socket.makeTCPSocket()
         defer { close(fd) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -96,7 +96,11 @@ public enum ChildProcess {
     /// - Returns: the child's pid.
     /// - Throws: `POSIXError` when it cannot be started.
     public static func spawn(_ path: String, _ arguments: [String]) throws -> pid_t {
-        var actions = posix_spawn_file_actions_t()
+        #if canImport(Darwin)
+            var actions: posix_spawn_file_actions_t? = nil  // a pointer the call below sets
+        #else
+            var actions = posix_spawn_file_actions_t()
+        #endif
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
         for fd: Int32 in [0, 1, 2] {
@@ -104,8 +108,11 @@ public enum ChildProcess {
         }
         let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
+        // The environment passed as a list (Darwin has no `environ` symbol for Swift).
+        let envp = ProcessInfo.processInfo.environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
         var pid: pid_t = 0
-        let result = posix_spawn(&pid, path, &actions, nil, argv, environ)
+        let result = posix_spawn(&pid, path, &actions, nil, argv, envp)
         guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EINVAL) }
         return pid
     }

@@ -144,7 +144,7 @@ final class DLHabitTests: Sendable, DLFileChecks {
         let saved = (try? String(contentsOf: journal, encoding: .utf8)) ?? "no journal"
         #expect(
             during.status == 0 && during.stdout.hasPrefix("downloading\t"),
-            "\(during.stdout)\(during.stderr) journal: \(saved) locks: \((try? String(contentsOfFile: "/proc/locks", encoding: .utf8)) ?? "")"
+            "\(during.stdout)\(during.stderr) journal: \(saved) locks: \(Platform.lockTable)"
         )
         #expect(during.stdout.contains("\tlisted.iso\t"), "the file's name, not a key: \(during.stdout)")
         running.send(SIGTERM)

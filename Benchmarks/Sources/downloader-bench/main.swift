@@ -74,7 +74,7 @@ func usage() -> Never {
 /// A TCP listener on 127.0.0.1 that never accepts: connections complete in the kernel's backlog and requests wait
 /// for an answer that never comes, so the one active download holds its slot.
 func silentListener() -> (descriptor: Int32, port: Int) {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let fd = tcpSocket()
     var address = sockaddr_in()
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -166,8 +166,14 @@ func serviceBenchmark(_ arguments: [String]) async throws {
         }
         try await group.waitForAll()
     }
-    let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-    let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "VmHWM: ?"
+    #if os(Linux)
+        let status = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+        let peak = status.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map(String.init) ?? "VmHWM: ?"
+    #else
+        var usage = rusage()
+        getrusage(RUSAGE_SELF, &usage)
+        let peak = "peak RSS: \(usage.ru_maxrss / 1024) kB"  // bytes on Darwin
+    #endif
     print("\(count) downloads in \(ContinuousClock.now - started); \(peak.replacingOccurrences(of: "\t", with: " "))")
     await manager.shutdown()
 }
@@ -204,4 +210,13 @@ case "service":
     try await serviceBenchmark(Array(arguments.dropFirst()))
 default:
     usage()
+}
+
+/// A TCP socket: `SOCK_STREAM` is an `Int32` on Darwin and an enum of Glibc's.
+func tcpSocket() -> Int32 {
+    #if canImport(Darwin)
+        return socket(AF_INET, SOCK_STREAM, 0)
+    #else
+        return socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #endif
 }

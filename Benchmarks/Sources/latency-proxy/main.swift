@@ -151,7 +151,7 @@ final class Direction: @unchecked Sendable {
 
 // A client that hangs up while a direction is writing to it must end that connection, not the relay.
 signal(SIGPIPE, SIG_IGN)
-let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+let listener = tcpSocket()
 var yes: Int32 = 1
 setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
 var listenAddress = loopback(port: listenPort)
@@ -177,7 +177,7 @@ while true {
 }
 
 @Sendable func relay(_ client: Int32) {
-    let upstream = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    let upstream = tcpSocket()
     var upstreamAddress = loopback(port: upstreamPort)
     let connected = withUnsafePointer(to: &upstreamAddress) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -194,4 +194,13 @@ while true {
     let pair = Pair([client, upstream])
     Direction(from: client, to: upstream, link: link, pair: pair).start()
     Direction(from: upstream, to: client, link: link, pair: pair).start()
+}
+
+/// A TCP socket: `SOCK_STREAM` is an `Int32` on Darwin and an enum of Glibc's.
+func tcpSocket() -> Int32 {
+    #if canImport(Darwin)
+        return socket(AF_INET, SOCK_STREAM, 0)
+    #else
+        return socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #endif
 }

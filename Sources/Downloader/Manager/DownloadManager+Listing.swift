@@ -99,9 +99,10 @@ extension DownloadManager {
         }
     }
 
-    /// Whether a process holds an advisory lock on the file, seen without taking it: on Linux `/proc/locks` lists
-    /// every `flock` with its inode; elsewhere the answer is `true` whenever the lock file exists (a download saved as
-    /// running is then shown as running).
+    /// Whether a process holds an advisory lock on the file: on Linux `/proc/locks` lists every `flock` with its
+    /// inode, seen without taking it; elsewhere (Darwin has no `/proc`) a shared `flock` is tried without waiting and
+    /// given back at once: refused, a process holds the lock. (A process taking the lock in that microsecond is told
+    /// the folder is busy, as when another process has it.)
     private static func isLocked(_ lockFile: URL) -> Bool {
         var status = stat()
         guard lstat(lockFile.path, &status) == 0 else { return false }
@@ -116,7 +117,18 @@ extension DownloadManager {
                     && fields.contains { $0.split(separator: ":").last.map(String.init) == inode }
             }
         #else
-            return true
+            return probeLock(lockFile)
         #endif
+    }
+
+    /// Whether a process holds an exclusive `flock` on the file, found by trying a shared one without waiting (and
+    /// giving it back at once). Darwin's way; compiled everywhere so that Linux tests it too.
+    static func probeLock(_ lockFile: URL) -> Bool {
+        let fd = open(lockFile.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+        guard fd >= 0 else { return errno != ENOENT }
+        defer { _ = close(fd) }
+        guard flock(fd, LOCK_SH | LOCK_NB) == 0 else { return errno == EWOULDBLOCK }
+        _ = flock(fd, LOCK_UN)
+        return false
     }
 }

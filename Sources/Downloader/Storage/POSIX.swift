@@ -38,11 +38,24 @@ func posixUnlink(_ file: URL) {
     _ = unlink(file.path)
 }
 
-/// `fdatasync(2)` where there is one, else `fsync(2)`.
+/// Makes a file's data durable: `fdatasync(2)` on Linux; on Darwin `fcntl(F_FULLFSYNC)`, since there `fsync(2)` only
+/// hands the data to the drive, whose cache may lose it at a power cut (`fsync` again where the file system cannot).
 @inline(__always)
 func syncData(_ fd: Int32) -> Int32 {
     #if os(Linux)
         return fdatasync(fd)
+    #else
+        return syncFully(fd)
+    #endif
+}
+
+/// Makes a file or a folder durable, its metadata too: `fsync(2)` on Linux; on Darwin `fcntl(F_FULLFSYNC)`, falling
+/// back to `fsync` where the file system does not support it.
+@inline(__always)
+func syncFully(_ fd: Int32) -> Int32 {
+    #if canImport(Darwin)
+        if fcntl(fd, F_FULLFSYNC) == 0 { return 0 }
+        return fsync(fd)
     #else
         return fsync(fd)
     #endif

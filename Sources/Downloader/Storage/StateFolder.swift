@@ -219,14 +219,14 @@ final class StateFolder: Sendable {
             do {
                 _ = fchmod(fd, 0o600)
                 try data.withUnsafeBytes { try AtomicFile.writeAll(fd, $0) }
-                if durable, fsync(fd) != 0 { throw POSIXError.current }
+                if durable, syncFully(fd) != 0 { throw POSIXError.current }
                 guard closeDescriptor(fd) == 0 else { throw POSIXError.current }
             } catch {
                 _ = closeDescriptor(fd)
                 throw error
             }
             guard renameat(folder, temporary, folder, name) == 0 else { throw POSIXError.current }
-            if durable { _ = fsync(folder) }
+            if durable { _ = syncFully(folder) }
         } catch let error as POSIXError where inPlaceWhenFull && (error.code == .ENOSPC || error.code == .EDQUOT) {
             unlinkat(folder, temporary, 0)
             try rewriteInPlace(data, name: name, area: area)

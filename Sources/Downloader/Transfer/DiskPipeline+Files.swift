@@ -76,6 +76,18 @@ extension DiskPipeline {
             guard let fallocate = Self.fallocate, let fd = try? files.openPartial(.positional) else { return }
             _ = fallocate(fd, 1 /* FALLOC_FL_KEEP_SIZE */, 0, Int64(total))
             _ = closeDescriptor(fd)
+        #elseif canImport(Darwin)
+            // F_PREALLOCATE from the physical end of file, the length unchanged; contiguous first, then any blocks.
+            let missing = total - (files.partialSize ?? 0)
+            guard missing > 0, let fd = try? files.openPartial(.positional) else { return }
+            var store = fstore_t(
+                fst_flags: UInt32(F_ALLOCATECONTIG), fst_posmode: F_PEOFPOSMODE, fst_offset: 0,
+                fst_length: off_t(missing), fst_bytesalloc: 0)
+            if fcntl(fd, F_PREALLOCATE, &store) == -1 {
+                store.fst_flags = UInt32(F_ALLOCATEALL)
+                _ = fcntl(fd, F_PREALLOCATE, &store)
+            }
+            _ = closeDescriptor(fd)
         #endif
     }
 

@@ -44,6 +44,26 @@ extension Transfer {
             request.setValue(value, forHTTPHeaderField: name)
         }
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        #if !canImport(FoundationNetworking)
+            Self.moveUserInfoToAuthorization(&request)
+        #endif
         return request
+    }
+
+    /// Moves a URL's user and password into an `Authorization: Basic` header, and out of the URL. Apple's URLSession
+    /// sends URL credentials only in answer to a `401` (curl, and so Linux's URLSession, send them with the first
+    /// request); with the header, both send them at once. The header is origin-bound: a redirect to another origin
+    /// drops it (`RedirectChain.originBoundHeaders`). A request with an `Authorization` of its own keeps it.
+    static func moveUserInfoToAuthorization(_ request: inout URLRequest) {
+        // URLComponents decodes both (URL.password stays percent-encoded on Linux).
+        guard let url = request.url, url.hasCredentials,
+            let components = URLComponents(url: url, resolvingAgainstBaseURL: false), let user = components.user,
+            !user.isEmpty
+        else { return }
+        if request.value(forHTTPHeaderField: "Authorization") == nil {
+            let credential = DownloadCredential(user: user, password: components.password ?? "")
+            request.setValue(credential.basicAuthorization, forHTTPHeaderField: "Authorization")
+        }
+        request.url = url.withoutCredentials
     }
 }

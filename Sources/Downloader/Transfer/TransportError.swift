@@ -99,11 +99,18 @@ enum TransportError {
         return .invalidURL(url, reason: reason + "; a retry would not help")
     }
 
-    static let trustAdvice =
-        "retrying will not help. URLSession on Linux trusts only the system CA store: to trust a private CA, "
-        + "install it there (Debian/Ubuntu: copy it as /usr/local/share/ca-certificates/NAME.crt and run "
-        + "update-ca-certificates; RHEL/Fedora: copy it to /etc/pki/ca-trust/source/anchors/ and run "
-        + "update-ca-trust); SSL_CERT_FILE and CURL_CA_BUNDLE are not read"
+    #if os(Linux)
+        static let trustAdvice =
+            "retrying will not help. URLSession on Linux trusts only the system CA store: to trust a private CA, "
+            + "install it there (Debian/Ubuntu: copy it as /usr/local/share/ca-certificates/NAME.crt and run "
+            + "update-ca-certificates; RHEL/Fedora: copy it to /etc/pki/ca-trust/source/anchors/ and run "
+            + "update-ca-trust); SSL_CERT_FILE and CURL_CA_BUNDLE are not read"
+    #else
+        static let trustAdvice =
+            "retrying will not help. URLSession trusts the certificates the system trusts: to trust a private CA, "
+            + "add it to the System keychain as trusted (`sudo security add-trusted-cert -d -r trustRoot -k "
+            + "/Library/Keychains/System.keychain CA.pem` on macOS; a configuration profile on iOS)"
+    #endif
 
     /// The `URLError` for an error of `NSURLErrorDomain`.
     private static func urlError(_ error: NSError) -> URLError? {

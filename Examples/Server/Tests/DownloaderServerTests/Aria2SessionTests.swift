@@ -194,7 +194,7 @@ final class Aria2SessionTests {
     )
     func conflictingReAdd() async throws {
         // A listener that never answers: the download stays running.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        let listener = tcpSocket()
         defer { close(listener) }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -327,4 +327,13 @@ final class Aria2SessionTests {
         #expect(try method(.progress(receipt)) == nil)
         #expect(try method(.removed(url)) == "aria2.onDownloadStop")
     }
+}
+
+/// A TCP socket: `SOCK_STREAM` is an `Int32` on Darwin and an enum of Glibc's.
+private func tcpSocket() -> Int32 {
+    #if canImport(Darwin)
+        return socket(AF_INET, SOCK_STREAM, 0)
+    #else
+        return socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    #endif
 }
