@@ -53,8 +53,9 @@ final class DownloadManagerHostLimitTests: Sendable {
 
     @Test("A host that refuses a third connection with 503 gets every file, and no file spends a retry")
     func refusedConnectionsAreNotRetries() async throws {
-        // No retries at all: a refusal counted as one would fail its file.
-        let manager = try makeManager(maximumActive: 8, retryLimit: 0)
+        // No retries at all: a refusal counted as one would fail its file. The held requests wait for a third one to
+        // be refused, which a loaded machine can delay past 10 s: no stall may cut them meanwhile.
+        let manager = try makeManager(maximumActive: 8, retryLimit: 0, stallTimeout: 600)
         let size = 256 << 10
         // Two requests are served at once; each accepted one is held until a third has been refused, so the
         // overlap happens whatever the timing.
