@@ -31,7 +31,7 @@ extension Transfer {
         var request = makeRequest(to: source)
         request.httpMethod = "HEAD"
         let sink = ProbeSink(url: url)
-        switch await perform(request, sink: sink) {
+        switch await bridge.perform(request, sink: sink, rank: rank) {
         case .finished:
             guard let response = sink.response else { return nil }
             let head = response.head
