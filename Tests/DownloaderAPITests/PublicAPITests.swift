@@ -60,7 +60,7 @@ final class PublicAPITests: Sendable {
         #expect(await manager.receipt(for: url)?.state == .suspended)
         server.openGate("api")
         #expect(await manager.resume(identifiedBy: receipt.identifier))
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = TestTime.deadline(in: .seconds(60))
         while done.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))  // a deadline, not synchronisation
         }

@@ -56,7 +56,7 @@ final class DownloadLogRecordTests: Sendable {
         let url = server.url(
             "/bytes/restarted?size=300000&stallAfter=100000&stall=60&stallCount=1&stallReached=1&changeAt=1")
         await manager.enqueue(url)
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = TestTime.deadline(in: .seconds(60))
         while await (manager.receipt(for: url)?.totalBytesWritten ?? 0) < 65_536, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }

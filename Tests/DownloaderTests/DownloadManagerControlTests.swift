@@ -16,7 +16,9 @@ final class DownloadManagerControlTests: Sendable {
         workspace = try TestWorkspace()
     }
 
-    func makeManager(maximumActive: Int = 4, stallTimeout: TimeInterval = 10) throws -> DownloadManager {
+    func makeManager(maximumActive: Int = 4, stallTimeout: TimeInterval = TestTime.stallTimeout) throws
+        -> DownloadManager
+    {
         try DownloadManager(
             configuration: .forTests(directory: temporary.url, maximumActive: maximumActive, stallTimeout: stallTimeout)
         )

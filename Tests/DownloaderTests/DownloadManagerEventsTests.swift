@@ -5,7 +5,7 @@ import Testing
 @testable import Downloader
 
 /// Issue #25: one download's events as a stream, and callbacks that never run on the manager's actor.
-@Suite("DownloadManager events of one download", .timeLimit(.minutes(4)))
+@Suite("DownloadManager events of one download", .timeLimit(.minutes(TestTime.minutes(4))))
 final class DownloadManagerEventsTests: Sendable {
     let workspace: TestWorkspace
     var server: HTTPTestServer { workspace.server }
@@ -98,7 +98,7 @@ final class DownloadManagerEventsTests: Sendable {
                     entered.withLock { _ = $0.insert(receipt.url) }
                     // Blocks until the fast download completed, or 100 s (under ThreadSanitizer, beside the whole
                     // suite, the fast download has taken 29 s).
-                    let deadline = ContinuousClock.now + .seconds(100)
+                    let deadline = TestTime.deadline(in: .seconds(100))
                     while !fastDone.withLock({ $0 }) && ContinuousClock.now < deadline { usleep(1000) }
                     let done = fastDone.withLock { $0 }
                     firstCallSaw.withLock { if $0[receipt.url] == nil { $0[receipt.url] = done } }
@@ -113,7 +113,7 @@ final class DownloadManagerEventsTests: Sendable {
                     calls.withLock { $0.completions += 1 }
                 })
         }
-        let deadline = ContinuousClock.now + .seconds(100)
+        let deadline = TestTime.deadline(in: .seconds(100))
         while entered.withLock({ $0.count }) < 2 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -122,7 +122,7 @@ final class DownloadManagerEventsTests: Sendable {
         fastDone.withLock { $0 = true }
         #expect(receipt.state == .completed)
         for url in slow { _ = try await manager.download(url) }  // joins: returns once it is complete
-        let completionDeadline = ContinuousClock.now + .seconds(100)
+        let completionDeadline = TestTime.deadline(in: .seconds(100))
         while calls.withLock({ $0.completions }) < 2 && ContinuousClock.now < completionDeadline {
             try await Task.sleep(for: .milliseconds(5))
         }

@@ -17,7 +17,8 @@ final class DownloadManagerHostLimitTests: Sendable {
     }
 
     func makeManager(
-        maximumActive: Int, retryLimit: Int, connectionsPerHost: Int? = nil, stallTimeout: TimeInterval = 10
+        maximumActive: Int, retryLimit: Int, connectionsPerHost: Int? = nil,
+        stallTimeout: TimeInterval = TestTime.stallTimeout
     ) throws -> DownloadManager {
         var configuration = DownloadManager.Configuration.forTests(
             directory: directory, maximumActive: maximumActive, retryLimit: retryLimit, stallTimeout: stallTimeout)
@@ -97,7 +98,7 @@ final class DownloadManagerHostLimitTests: Sendable {
         #expect(await server.waitUntil { $0.stallsBegun >= 1 })
         let outcome = Task { try await manager.download(waiting) }
         // Active for the manager, but its request waits at the gate.
-        let deadline = ContinuousClock.now + .seconds(30)
+        let deadline = TestTime.deadline(in: .seconds(30))
         while await manager.receipt(for: waiting)?.state != .downloading, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))  // polling a state with a deadline, not a delay
         }

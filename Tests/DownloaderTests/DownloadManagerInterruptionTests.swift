@@ -31,7 +31,7 @@ final class DownloadManagerInterruptionTests: Sendable {
     func receipt(
         of url: URL, in manager: DownloadManager, reaching state: DownloadState, within limit: Duration = .seconds(60)
     ) async -> DownloadReceipt? {
-        let deadline = ContinuousClock.now + limit
+        let deadline = TestTime.deadline(in: limit)
         while true {
             let receipt = await manager.receipt(for: url)
             if receipt?.state == state || ContinuousClock.now >= deadline { return receipt }
@@ -47,7 +47,7 @@ final class DownloadManagerInterruptionTests: Sendable {
         await manager.enqueue(running)
         #expect(await server.waitUntil { $0.bodyBytesSent >= 100_000 })
         // Bytes on disk, not only sent (a slow client lags the server), so that a continuation must use Range.
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = TestTime.deadline(in: .seconds(60))
         while await (manager.receipt(for: running)?.totalBytesWritten ?? 0) < 16_384, ContinuousClock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }

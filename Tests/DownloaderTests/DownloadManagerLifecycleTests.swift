@@ -17,7 +17,7 @@ final class DownloadManagerLifecycleTests: Sendable {
     }
 
     func makeManager(
-        maximumActive: Int = 4, window: Int = 16 << 20, stallTimeout: TimeInterval = 10
+        maximumActive: Int = 4, window: Int = 16 << 20, stallTimeout: TimeInterval = TestTime.stallTimeout
     ) throws -> DownloadManager {
         try DownloadManager(
             configuration: .forTests(
@@ -128,7 +128,7 @@ final class DownloadManagerLifecycleTests: Sendable {
             })
         #expect(receipt.state == .failed && receipt.error == .shutDown, "\(receipt)")
         // Answered at once: no transfer, no wait (a deadline, not a delay).
-        let deadline = ContinuousClock.now + .seconds(1)
+        let deadline = TestTime.deadline(in: .seconds(1))
         while answered.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -174,7 +174,7 @@ final class DownloadManagerLifecycleTests: Sendable {
                 }
             }
         }
-        let refusalsDeadline = ContinuousClock.now + .seconds(30)
+        let refusalsDeadline = TestTime.deadline(in: .seconds(30))
         let refusedInTime = Locked(false)
         Task {
             await refusals.value
@@ -189,7 +189,7 @@ final class DownloadManagerLifecycleTests: Sendable {
             url, options: DownloadOptions(destination: other),
             completion: { result in refused.withLock { $0 = result } })
         // Also while the first is held: the completion runs on its own queue, so a deadline (not a bound) waits.
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = TestTime.deadline(in: .seconds(60))
         while refused.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))  // a deadline, not synchronisation
         }
@@ -318,7 +318,7 @@ final class DownloadManagerLifecycleTests: Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: limit)  // a deadline, not synchronisation
+                try? await Task.sleep(for: TestTime.scaled(limit))  // a deadline, not synchronisation
                 return .timedOut
             }
             let first = await group.next()!

@@ -44,7 +44,7 @@ final class DownloadManagerNewURLTests: Sendable {
         #expect(changed?.url == expired && changed?.identifier == failed.identifier)
         // Completed: looked at every 20 ms up to a deadline, not a bound (a new failure shows as a timeout, its
         // receipt and events).
-        let deadline = ContinuousClock.now + .seconds(300)
+        let deadline = TestTime.deadline(in: .seconds(300))
         var end = await manager.receipt(for: expired)
         while end?.state != .completed && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))

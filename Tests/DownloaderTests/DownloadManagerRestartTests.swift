@@ -53,7 +53,7 @@ final class DownloadManagerRestartTests: Sendable {
         // Each pick-up waits until the manager has answered (or 20 s): a test's stand-in for long file work.
         configuration.beforeRestore = {
             entered.withLock { $0 += 1 }
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = TestTime.deadline(in: .seconds(20))
             while !answered.withLock({ $0 }) {
                 guard ContinuousClock.now < deadline else { return timedOut.withLock { $0 = true } }
                 usleep(1000)
@@ -63,7 +63,7 @@ final class DownloadManagerRestartTests: Sendable {
         // Once as many pick-ups hold as there are cores, ask the manager (from a thread: the test's own task may be
         // among those held).
         let asked = try await onThread {
-            let deadline = ContinuousClock.now + .seconds(20)
+            let deadline = TestTime.deadline(in: .seconds(20))
             while entered.withLock({ $0 }) < cores && ContinuousClock.now < deadline { usleep(1000) }
             return entered.withLock { $0 } >= cores
         }

@@ -23,7 +23,7 @@ struct DownloadManagerStressTests {
         }
         let urls = contents.map { server.url("/bytes/\($0.name)?size=\($0.size)&rate=2000000") }
 
-        let deadline = ContinuousClock.now + .seconds(300)  // a bound, not a pace: ThreadSanitizer runs are slow
+        let deadline = TestTime.deadline(in: .seconds(300))  // a bound, not a pace: ThreadSanitizer runs are slow
         await withTaskGroup(of: Void.self) { group in
             for worker in 0..<16 {
                 group.addTask {

@@ -16,7 +16,7 @@ final class DownloadManagerTests: Sendable {
 
     func makeManager(
         maximumActive: Int = 4, prioritization: DownloadPrioritization = .fifo, retryLimit: Int = 5,
-        stallTimeout: TimeInterval = 10, directory: URL? = nil, window: Int = 16 << 20
+        stallTimeout: TimeInterval = TestTime.stallTimeout, directory: URL? = nil, window: Int = 16 << 20
     ) throws -> DownloadManager {
         var configuration = DownloadManager.Configuration.forTests(
             directory: directory ?? temporary.url, maximumActive: maximumActive, retryLimit: retryLimit,
@@ -69,7 +69,7 @@ final class DownloadManagerTests: Sendable {
         #expect(receipts.count == 5 && Set(receipts).count == 1)
         // The completion runs on the callback channel's queue, after the download calls may have returned: waited for
         // (with a deadline), then counted — once, never twice.
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = TestTime.deadline(in: .seconds(10))
         while callbacks.withLock({ $0 }) == 0, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(5))
         }
@@ -144,6 +144,13 @@ final class DownloadManagerTests: Sendable {
             if case .progress(let receipt) = event { receipt.totalBytesWritten >= 16_384 } else { false }
         }
         #expect(wrote != nil)
+        // Each download's state (its validators), saved at its response's start by the disk's last stage: without
+        // it a rerun rightly starts from byte 0, and an instrumented run may copy before that stage caught up.
+        let directory = DownloadDirectory(root: temporary.url)
+        let deadline = TestTime.deadline(in: .seconds(60))
+        while !urls.allSatisfy({ fileSize(directory.stateFile(for: $0)) != nil }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))  // a deadline, not synchronisation
+        }
         await first.saveReceiptsNow()  // what the save after each actor turn has done already, made explicit
         // What kill -9 leaves behind: the files as they are at this instant, copied in the order a crash could
         // leave them (the journal and saved hash states first, then the partial files, which only grow).

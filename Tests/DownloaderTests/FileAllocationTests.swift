@@ -28,7 +28,7 @@ final class FileAllocationTests: Sendable {
         await manager.enqueue(url)
         // A deadline, not a delay: in the full suite a request can wait long for the process's one libcurl queue
         // (a loaded CI run saw no response within 60 s).
-        let deadline = ContinuousClock.now + .seconds(300)
+        let deadline = TestTime.deadline(in: .seconds(300))
         while await (manager.receipt(for: url)?.totalBytesWritten ?? 0) < 65_536, ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))
         }

@@ -69,7 +69,7 @@ final class SessionBridgeTests {
             let request = URLRequest(url: server.url("/bytes/\(name)?size=100000&stallAfter=0&stall=60"))
             let running = Task { await bridge.performAuthorized(request, sink: sink) }
             if cancels {
-                let deadline = ContinuousClock.now + .seconds(120)
+                let deadline = TestTime.deadline(in: .seconds(120))
                 while !sink.names.contains("receive(response:)") && ContinuousClock.now < deadline {
                     try await Task.sleep(for: .milliseconds(5))  // polling an event with a deadline
                 }

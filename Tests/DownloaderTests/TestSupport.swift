@@ -41,7 +41,7 @@ struct TemporaryDirectory {
 extension DownloadManager.Configuration {
     /// A configuration for tests: quick retries, and the given limits.
     static func forTests(
-        directory: URL, maximumActive: Int = 4, retryLimit: Int = 5, stallTimeout: TimeInterval = 10,
+        directory: URL, maximumActive: Int = 4, retryLimit: Int = 5, stallTimeout: TimeInterval = TestTime.stallTimeout,
         window: Int = 16 << 20
     ) -> DownloadManager.Configuration {
         var configuration = DownloadManager.Configuration(directory: directory)
@@ -95,7 +95,7 @@ func firstEvent(
             return nil
         }
         group.addTask {
-            try? await Task.sleep(for: limit)
+            try? await Task.sleep(for: TestTime.scaled(limit))
             return nil
         }
         let first = await group.next() ?? nil

@@ -65,7 +65,7 @@ extension TransferTests {
         server.setBeforeChunk { _, sent in
             // While the disk is stalled the server runs on to `stallAt`; at any other time it stays within `ahead` of
             // the disk, so that a disk slow to start on a loaded machine does not make the stall longer than designed.
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = TestTime.deadline(in: .seconds(30))
             while !(stalled.withLock({ $0 }) && sent < stallAt), written.withLock({ $0 }) < Int64(sent - ahead),
                 ContinuousClock.now < deadline
             {
@@ -91,7 +91,7 @@ extension TransferTests {
                     return
                 }
                 // The disk queue itself stalls (a writeback burst) until the server has sent `stallAt` bytes.
-                let deadline = ContinuousClock.now + .seconds(30)
+                let deadline = TestTime.deadline(in: .seconds(30))
                 while server.statistics.bodyBytesSent < Int64(stallAt), ContinuousClock.now < deadline {
                     usleep(500)  // polling an event with a deadline, not a delay
                 }

@@ -10,7 +10,7 @@ extension TransferTests {
     /// A deadline keeps a broken engine from hanging the test (it then fails its assertions instead).
     func diskStoppedWhileResponding() -> @Sendable (Int64, Int64?) -> Void {
         { [server] _, _ in
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = TestTime.deadline(in: .seconds(30))
             while server.statistics.activeRequests > 0 && ContinuousClock.now < deadline {
                 usleep(500)  // polling an event with a deadline, not a delay
             }
@@ -25,7 +25,7 @@ extension TransferTests {
         let stopped = Locked(false)
         server.setBeforeChunk { _, sent in
             guard sent > 0 else { return }
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = TestTime.deadline(in: .seconds(30))
             while !stopped.withLock({ $0 }) && ContinuousClock.now < deadline {
                 usleep(500)  // polling an event with a deadline, not a delay
             }

@@ -129,7 +129,7 @@ extension TransferTests {
         server.setBeforeChunk { offset, sent in
             guard offset >= 1 << 20, sent >= 128 << 10 else { return }
             held.withLock { _ = $0.insert(offset - sent) }
-            let deadline = ContinuousClock.now + .seconds(600)
+            let deadline = TestTime.deadline(in: .seconds(600))
             while !copied.withLock({ $0 }) && ContinuousClock.now < deadline {
                 usleep(500)  // polling an event with a deadline, not a delay
             }
@@ -144,7 +144,7 @@ extension TransferTests {
             let outcome = await first.value
             ended.withLock { $0 = "\(outcome)" }
         }
-        var deadline = ContinuousClock.now + .seconds(600)
+        var deadline = TestTime.deadline(in: .seconds(600))
         while held.withLock({ $0.count }) < 2 && ended.withLock({ $0 }) == nil && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(2))  // polling an event with a deadline
         }
@@ -153,7 +153,7 @@ extension TransferTests {
             held.withLock { $0.count } >= 2,
             "two segments past 1 MiB were held; the transfer: \(ended.withLock { $0 } ?? "running"), requests: \(server.statistics.requests.map { $0.range ?? "-" })"
         )
-        deadline = ContinuousClock.now + .seconds(600)
+        deadline = TestTime.deadline(in: .seconds(600))
         while (partial.partialSize ?? 0) < Int64(upper + (128 << 10)) && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(2))  // polling an event with a deadline
         }

@@ -22,7 +22,7 @@ extension TransferTests {
         let written = Locked<Int64>(0)
         server.setBeforeChunk { offset, _ in
             guard Int64(offset) < until else { return }
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = TestTime.deadline(in: .seconds(30))
             while written.withLock({ $0 }) < Int64(offset) && ContinuousClock.now < deadline {
                 usleep(500)  // polling an event with a deadline, not a delay
             }

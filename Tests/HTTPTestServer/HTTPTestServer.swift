@@ -144,7 +144,7 @@ public final class HTTPTestServer: Sendable {
                 return
             }
             Task { [weak self] in
-                try? await Task.sleep(for: timeout)
+                try? await Task.sleep(for: TestTime.scaled(timeout))
                 let expired = self?.state.withLock { state -> Waiter? in
                     guard let index = state.waiters.firstIndex(where: { $0.id == id }) else { return nil }
                     return state.waiters.remove(at: index)

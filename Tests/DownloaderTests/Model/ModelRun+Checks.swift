@@ -291,7 +291,7 @@ extension ModelRun {
     }
 
     static func poll(within limit: Duration, _ condition: () async -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + limit
+        let deadline = TestTime.deadline(in: limit)
         while ContinuousClock.now < deadline {
             if await condition() { return true }
             try? await Task.sleep(for: .milliseconds(10))
