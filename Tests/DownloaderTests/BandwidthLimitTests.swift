@@ -29,6 +29,23 @@ final class BandwidthLimitTests: Sendable {
         #expect(BandwidthSchedule(bytesPerSecond: 4 << 20).windowSize == 1 << 20)
     }
 
+    @Test("A limit set, changed and lifted later applies from the next request on (issue #50: changeGlobalOption)")
+    func scheduleChanges() {
+        var schedule = BandwidthSchedule(bytesPerSecond: nil)
+        #expect(schedule.windowSize == nil)
+        #expect(schedule.reserve(1 << 30, now: 0) == 0 && schedule.reserve(1 << 30, now: 0) == 0, "no limit")
+        schedule.change(to: 1000)
+        #expect(schedule.windowSize == 16 << 10)
+        #expect(schedule.reserve(500, now: 1_000) == 0)
+        #expect(schedule.reserve(500, now: 1_000) == 500_000_000)
+        schedule.change(to: 2000)
+        // Booked before: kept; the next request goes at the new limit after them.
+        #expect(schedule.reserve(1000, now: 1_000) == 1_000_000_000)
+        #expect(schedule.reserve(0, now: 1_000) == 1_500_000_000)
+        schedule.change(to: nil)
+        #expect(schedule.reserve(1 << 20, now: 2_000_000_000) == 0)
+    }
+
     @Test("Seeded random requests: the bytes started by any moment never exceed the limit's share plus one request")
     func scheduleInvariant() {
         var random = SeededGenerator(seed: 14)
@@ -79,6 +96,28 @@ final class BandwidthLimitTests: Sendable {
         for url in urls { _ = try await manager.download(url) }
         let seconds = (clock.now - began) / .seconds(1)
         #expect(seconds >= 2.7, "3 MiB at 1 MiB/s together: \(seconds) s")
+        await manager.shutdown()
+    }
+
+    @Test("setMaximumBytesPerSecond limits a manager made without a limit, and nil lifts it (issue #50)")
+    func setAtRunTime() async throws {
+        let manager = try DownloadManager(configuration: .forTests(directory: temporary.url))
+        #expect(await manager.maximumBytesPerSecond == nil)
+        await manager.setMaximumBytesPerSecond(1 << 20)
+        #expect(await manager.maximumBytesPerSecond == 1 << 20)
+        let limited = server.url("/bytes/later?size=\(2 << 20)")
+        let clock = ContinuousClock()
+        let began = clock.now
+        let receipt = try await manager.download(limited)
+        let seconds = (clock.now - began) / .seconds(1)
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "later", size: 2 << 20).md5)
+        #expect(seconds >= 1.7, "2 MiB at 1 MiB/s: \(seconds) s")
+        #expect(server.requests.filter { $0.path == "/bytes/later" }.count >= 8, "quarter-second windows")
+        await manager.setMaximumBytesPerSecond(nil)
+        #expect(await manager.maximumBytesPerSecond == nil)
+        let free = server.url("/bytes/free?size=\(2 << 20)")
+        _ = try await manager.download(free)
+        #expect(server.requests.filter { $0.path == "/bytes/free" }.count <= 2, "whole windows again")
         await manager.shutdown()
     }
 }

@@ -46,6 +46,30 @@ final class DownloadManagerSegmentTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("A receipt counts its download's requests in flight: four held segments are 4, a completed download 0")
+    func activeConnectionsCounted() async throws {
+        let manager = try makeManager(connections: 4)
+        let size = 2 << 20
+        // The segments after the first window are held until the test opens the gate.
+        let url = server.url("/bytes/counted?size=\(size)&gate=counted&gateSize=1000&gateFrom=16384")
+        let download = Task { try await manager.download(url) }
+        let deadline = ContinuousClock.now + .seconds(300)  // a deadline, not a bound
+        var seen = 0
+        while seen < 4 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+            seen = await manager.receipt(for: url)?.activeConnections ?? 0
+        }
+        #expect(seen == 4, "held segments: \(server.requests.map { $0.range ?? "-" })")
+        let snapshot = try #require(await manager.snapshot(for: url))
+        #expect(snapshot.activeConnections == 4)
+        server.openGate("counted")
+        let receipt = try await download.value
+        #expect(receipt.state == .completed && receipt.activeConnections == 0)
+        #expect(await manager.receipt(for: url)?.activeConnections == 0)
+        #expect(await manager.snapshot(for: url)?.activeConnections == nil)
+        await manager.shutdown()
+    }
+
     @Test("A segment dropped mid-way is retried by the manager, which fetches only the missing bytes")
     func droppedSegmentRetried() async throws {
         let manager = try makeManager(connections: 4)

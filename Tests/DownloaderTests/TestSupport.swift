@@ -202,3 +202,35 @@ final class SmallDisk: Sendable {
         return process?.waitUntilExit() ?? -1
     }
 }
+
+/// A transfer observer made of closures, for engine tests that watch one kind of news.
+struct ClosureObserver: TransferObserver {
+    var progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
+    var warn: @Sendable (String) -> Void = { _ in }
+    var note: @Sendable (String) -> Void = { _ in }
+
+    func transferProgressed(written: Int64, total: Int64?) { progress(written, total) }
+    func transferRequestsChanged(by delta: Int) {}
+    func transferWillPlace(_ placement: TransferPlacement) {}
+    func transferSays(_ news: TransferNews) {
+        switch news {
+        case .warning(let reason): warn(reason)
+        case .note(let message): note(message)
+        }
+    }
+}
+
+extension Transfer {
+    /// A transfer whose observer is made of closures (`ClosureObserver`).
+    convenience init(
+        url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
+        configuration: Configuration = Configuration(), replacing: URL? = nil, limiters: [BandwidthLimiter] = [],
+        warn: @escaping @Sendable (String) -> Void = { _ in }, note: @escaping @Sendable (String) -> Void = { _ in },
+        progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
+    ) {
+        self.init(
+            url: url, options: options, directory: directory, bridge: bridge, configuration: configuration,
+            replacing: replacing, limiters: limiters,
+            observer: ClosureObserver(progress: progress, warn: warn, note: note))
+    }
+}

@@ -108,6 +108,7 @@ extension DownloadManager {
         if state != .downloading {
             record.receipt.bytesPerSecond = nil
             record.receipt.estimatedTimeRemaining = nil
+            record.receipt.activeConnections = 0
         }
         if state != .failed && state != .completed { record.receipt.error = nil }
         book[url] = record
@@ -156,41 +157,44 @@ extension DownloadManager {
 
     private func startTransfer(_ url: URL, generation: Machine.Generation, _ start: Machine.Start) {
         guard let record = book[url] else { return }
-        let box = ProgressBox()
-        box.update(written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite)
         var options = record.options
         options.checksum = start.expectation  // the machine's: the caller's, or the new one of a replacement
         options.expectedMD5 = nil
         let replacing = start.replacesCompletedFile ? completedFiles[url]?.url : nil
         let runner = self.runner
         let fileWork = self.fileWork
-        let journal = self.journal
-        let placementOptions = record.options
         let requestURL = credentialedURLs[url] ?? url  // the requests carry the credentials asked with
-        let expectations = machine.expectations(of: url)
-        // Recorded before the verified file moves, so that a crash during the move is recognised at the next start.
-        let willPlace: @Sendable (URL, Int64, Checksum?, String?) -> Void = { file, length, checksum, suggested in
-            let entry = JournalEntry(
-                placing: url, options: placementOptions, expectations: expectations, name: file.lastPathComponent,
-                length: length, checksum: checksum, suggested: suggested)
-            journal?.appendNow([.put(entry)])
-        }
+        // The one way up from the transfer: counts, the placement (journaled before the file moves), then news and
+        // the end in order.
+        let report = TransferReport(
+            written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite,
+            placement: .init(
+                journal: journal, url: url, options: record.options, expectations: machine.expectations(of: url)))
+        let (runOptions, retriesMade) = (options, start.retriesMade)
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
-            let (end, result) = await runner.run(
-                url: requestURL, options: options, replacing: replacing, retriesMade: start.retriesMade,
-                willPlace: willPlace,
-                progress: { written, total in box.update(written: written, total: total) },
-                willRetry: { [weak self] retry in await self?.transferWillRetry(url, generation: generation, retry) },
-                warn: { [weak self] reason in Task { await self?.emit(.warning(url, reason: reason)) } },
-                note: { [weak self] message in Task { await self?.logNote(message, about: url) } })
-            await self?.transferEnded(url, generation: generation, end, result: result)
+            async let ran: Void = runner.runReporting(
+                url: requestURL, options: runOptions, replacing: replacing, retriesMade: retriesMade, report: report)
+            while let message = await report.next() {
+                await self?.transferReported(message, url: url, generation: generation)
+            }
+            await ran
         }
-        var running = RunningTransfer(generation: generation, task: task, box: box)
+        var running = RunningTransfer(generation: generation, task: task, report: report)
         _ = running.meter.sample(bytes: record.receipt.totalBytesWritten)  // the speed counts from the start
         transfers[url] = running
         trimmer?.transfersRunning(transfers.count)
         startTickerIfNeeded()
+    }
+
+    /// What a generation's transfer told, in the order it told it (`TransferReport`).
+    private func transferReported(_ message: TransferReport.Message, url: URL, generation: Machine.Generation) {
+        switch message {
+        case .said(.warning(let reason)): emit(.warning(url, reason: reason))
+        case .said(.note(let message)): logNote(message, about: url)
+        case .retrying(let retry): transferWillRetry(url, generation: generation, retry)
+        case .ended(let end, let result): transferEnded(url, generation: generation, end, result: result)
+        }
     }
 
     private func transferEnded(
@@ -198,7 +202,7 @@ extension DownloadManager {
     ) {
         var total: Int64?
         if let ended = transfers[url], ended.generation == generation {
-            total = ended.box.current.total
+            total = ended.report.current.total
             transfers[url] = nil
             trimmer?.transfersRunning(transfers.count)
         }

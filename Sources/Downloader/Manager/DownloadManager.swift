@@ -55,7 +55,7 @@ public actor DownloadManager {
     struct RunningTransfer {
         let generation: Machine.Generation
         let task: Task<Void, Never>
-        let box: ProgressBox
+        let report: TransferReport
         var meter = SpeedMeter()
         /// Ticks in a row in which no byte arrived.
         var idleTicks = 0
@@ -195,7 +195,7 @@ public actor DownloadManager {
             directory: directory, bridge: bridge,
             backoff: Backoff(baseDelay: configuration.retryBaseDelay, maximumDelay: configuration.maximumRetryDelay),
             retryLimit: configuration.retryLimit, engine: engine,
-            sharedLimiter: configuration.maximumBytesPerSecond.map(BandwidthLimiter.init))
+            sharedLimiter: BandwidthLimiter(bytesPerSecond: configuration.maximumBytesPerSecond))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {
             let url = record.receipt.url
@@ -435,6 +435,18 @@ public actor DownloadManager {
     /// How many downloads may transfer at once (see `setMaximumActiveDownloads(_:)`).
     public var maximumActiveDownloads: Int { machine.limit }
 
+    /// Changes the bandwidth limit all downloads share (`Configuration.maximumBytesPerSecond`). Every request asked
+    /// from now on keeps the new limit; a running download keeps the window size it began with (a download started
+    /// without a limit asks for whole windows, each paced) until its next start.
+    /// - Parameter limit: bytes per second, at least 1; `nil` for no limit.
+    public func setMaximumBytesPerSecond(_ limit: Int?) {
+        runner.sharedLimiter.change(to: limit)
+    }
+
+    /// The bandwidth limit all downloads share now, in bytes per second; `nil` for none (see
+    /// `setMaximumBytesPerSecond(_:)`).
+    public var maximumBytesPerSecond: Int? { runner.sharedLimiter.bytesPerSecond }
+
     /// Suspends every waiting and running download.
     public func suspendAll() {
         for url in book.keys { apply(machine.suspend(url)) }
@@ -561,9 +573,12 @@ extension DownloadManager {
         }
         for (url, var transfer) in transfers where machine.isRunning(url, generation: transfer.generation) {
             guard var record = book[url] else { continue }
-            let (written, total) = transfer.box.current
+            let counts = transfer.report.current
+            let (written, total) = (counts.written, counts.total)
             let speed = transfer.meter.sample(bytes: written)
-            let moved = written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
+            let moved =
+                written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
+                || counts.requests != record.receipt.activeConnections
             // While nothing arrives, the falling speed and growing ETA are still published, once a second.
             transfer.idleTicks = moved ? 0 : transfer.idleTicks + 1
             transfers[url] = transfer
@@ -571,6 +586,7 @@ extension DownloadManager {
             record.receipt.totalBytesWritten = written
             record.receipt.totalBytesExpectedToWrite = total
             record.receipt.bytesPerSecond = speed
+            record.receipt.activeConnections = counts.requests
             record.receipt.estimatedTimeRemaining = total.flatMap { total in
                 speed.flatMap { $0 > 0 ? Double(max(0, total - written)) / $0 : nil }
             }

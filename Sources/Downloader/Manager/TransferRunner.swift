@@ -16,8 +16,8 @@ struct TransferRunner: Sendable {
     let backoff: Backoff
     let retryLimit: Int
     let engine: Transfer.Configuration
-    /// The manager's bandwidth limit, shared by every transfer.
-    var sharedLimiter: BandwidthLimiter?
+    /// The manager's bandwidth limit, shared by every transfer (without a limit until one is set).
+    var sharedLimiter: BandwidthLimiter
 
     /// Runs the attempts until one completes, a fault is not transient, the retries are used up, or the task is
     /// cancelled.
@@ -26,20 +26,12 @@ struct TransferRunner: Sendable {
     ///   - options: its options; `checksum` is what the file is verified against.
     ///   - replacing: a completed file the verified file replaces, if any.
     ///   - retriesMade: retries of the limit spent by the generation before (which ended to wait a `Retry-After`).
-    ///   - willPlace: told where the verified file goes just before it moves.
-    ///   - progress: bytes on disk and the total, after every chunk.
-    ///   - willRetry: told before each backoff.
-    ///   - warn: told when bytes on disk could not be trusted and were not used.
-    ///   - note: told what the transfer decided that is not a warning (for `Configuration.log`).
+    ///   - report: told by every attempt what happens (`TransferObserver`), and by the runner each retry before its
+    ///     backoff.
     /// - Returns: how the generation ended, and the file it produced when it completed. A retry the server asked to
     ///   wait for (`Retry-After`) ends the generation (`.retryLater`): the download waits out of its slot.
     func run(
-        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int = 0,
-        willPlace: @escaping @Sendable (URL, Int64, Checksum?, String?) -> Void,
-        progress: @escaping @Sendable (Int64, Int64?) -> Void,
-        willRetry: @escaping @Sendable (Retry) async -> Void,
-        warn: @escaping @Sendable (String) -> Void = { _ in },
-        note: @escaping @Sendable (String) -> Void = { _ in }
+        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int = 0, report: TransferReport
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
         var retries = Retries(limit: retryLimit, backoff: backoff, made: retriesMade)
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
@@ -48,8 +40,7 @@ struct TransferRunner: Sendable {
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, willPlace: willPlace, limiters: limiters, rank: rank, warn: warn, note: note,
-                progress: progress)
+                replacing: replacing, limiters: limiters, rank: rank, observer: report)
             let attempt: Retries.AttemptEnd
             var result: TransferResult?
             do throws(DownloadError) {
@@ -63,7 +54,7 @@ struct TransferRunner: Sendable {
                 if case .completed = end { return (end, result) }
                 return (end, nil)
             case .retry(let retry):
-                await willRetry(retry)
+                report.retrying(retry)
                 // The server said when: another download may use the slot meanwhile (the manager's machine).
                 if retry.error.retryAfter != nil && retry.delay > 0 {
                     return (.retryLater(after: retry.delay, retriesMade: retries.made), nil)
@@ -75,6 +66,17 @@ struct TransferRunner: Sendable {
                 }
             }
         }
+    }
+}
+
+extension TransferRunner {
+    /// Runs the generation (`run`) and tells `report` how it ended: its last message.
+    func runReporting(
+        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int, report: TransferReport
+    ) async {
+        let (end, result) = await run(
+            url: url, options: options, replacing: replacing, retriesMade: retriesMade, report: report)
+        report.ended(end, result: result)
     }
 }
 

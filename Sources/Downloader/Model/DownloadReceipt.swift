@@ -29,6 +29,10 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     /// Smoothed download speed of this session in bytes per second (resumed bytes do not count); `nil` when not
     /// downloading. Not persisted.
     public var bytesPerSecond: Double?
+    /// Requests of this download in flight now — its connections: the HEAD of a resume, a Range window, each segment
+    /// of a download over several connections (including one waiting for its host's turn); 0 when not downloading.
+    /// Updated with the progress. Not persisted.
+    public var activeConnections = 0
     /// Estimated seconds until completion at the current speed; `nil` when unknown. Not persisted.
     public var estimatedTimeRemaining: TimeInterval?
     /// Whether a suspended download was stopped by its process rather than by a caller: a `shutdown()`, a signal

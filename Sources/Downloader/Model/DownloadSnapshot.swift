@@ -31,6 +31,8 @@ public struct DownloadSnapshot: Sendable, Codable, Hashable, Identifiable {
     public var bytesPerSecond: Double?
     /// Seconds left at the current speed, `nil` when unknown.
     public var estimatedTimeRemaining: TimeInterval?
+    /// Its requests in flight, its connections (`DownloadReceipt.activeConnections`); `nil` when not downloading.
+    public var activeConnections: Int?
     /// The completed file's path relative to the manager's completed area (`"report.pdf"`, or `"2026/report.pdf"`
     /// for a destination below it); `nil` until completed, and for a file placed outside that area.
     public var path: String?
@@ -57,6 +59,7 @@ public struct DownloadSnapshot: Sendable, Codable, Hashable, Identifiable {
         fractionCompleted = receipt.fractionCompleted
         bytesPerSecond = receipt.bytesPerSecond
         estimatedTimeRemaining = receipt.estimatedTimeRemaining
+        activeConnections = receipt.state == .downloading ? receipt.activeConnections : nil
         if receipt.state == .completed {
             let base = completedDirectory.standardizedFileURL.path
             let file = receipt.fileURL.standardizedFileURL.path

@@ -4,19 +4,23 @@ import Foundation
 final class BandwidthLimiter: Sendable {
     private let schedule: Locked<BandwidthSchedule>
 
-    /// The limit, in bytes per second.
-    let bytesPerSecond: Int
-
     /// Creates a limiter.
-    /// - Parameter bytesPerSecond: the limit; values below 1 count as 1.
-    init(bytesPerSecond: Int) {
-        let schedule = BandwidthSchedule(bytesPerSecond: bytesPerSecond)
-        self.bytesPerSecond = schedule.bytesPerSecond
-        self.schedule = Locked(schedule)
+    /// - Parameter bytesPerSecond: the limit; values below 1 count as 1; `nil` for none until `change(to:)` sets one.
+    init(bytesPerSecond: Int?) {
+        schedule = Locked(BandwidthSchedule(bytesPerSecond: bytesPerSecond))
     }
 
-    /// The window size that keeps a transfer under this limit smooth.
-    var windowSize: Int64 { schedule.withLock { $0.windowSize } }
+    /// The limit now, in bytes per second; `nil` for none.
+    var bytesPerSecond: Int? { schedule.withLock { $0.bytesPerSecond } }
+
+    /// The window size that keeps a transfer under this limit smooth; `nil` without a limit.
+    var windowSize: Int64? { schedule.withLock { $0.windowSize } }
+
+    /// Changes the limit for every request booked from now on (a transfer's window size stays as it began).
+    /// - Parameter bytesPerSecond: the new limit, or `nil` for none.
+    func change(to bytesPerSecond: Int?) {
+        schedule.withLock { $0.change(to: bytesPerSecond) }
+    }
 
     /// Books `bytes` and waits until they may be requested.
     /// - Parameter bytes: the size of the request.

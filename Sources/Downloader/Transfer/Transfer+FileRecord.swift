@@ -93,7 +93,12 @@ extension Transfer {
         let suggested = metadata.suggestedFilename
         let file = try FilePlacement.place(
             .partial(pipeline.files), at: target, length: pipeline.offset, checksum: checksum, downloadURL: url,
-            claims: directory.claims, willClaim: { file in willPlace?(file, pipeline.offset, checksum, suggested) })
+            claims: directory.claims,
+            willClaim: { file in
+                observer.transferWillPlace(
+                    TransferPlacement(
+                        file: file, length: pipeline.offset, checksum: checksum, suggestedFilename: suggested))
+            })
         pipeline.files.removeState()
         return file
     }

@@ -31,7 +31,7 @@ extension Transfer {
         var request = makeRequest(to: source)
         request.httpMethod = "HEAD"
         let sink = ProbeSink(url: url)
-        switch await bridge.perform(request, sink: sink, rank: rank) {
+        switch await perform(request, sink: sink) {
         case .finished:
             guard let response = sink.response else { return nil }
             let head = response.head

@@ -91,7 +91,7 @@ extension Transfer {
         request.setValue("bytes=\(range.lowerBound)-\(range.upperBound - 1)", forHTTPHeaderField: "Range")
         if let ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
         let sink = SegmentSink(pipeline: pipeline, range: range, known: known, windowSize: configuration.windowSize)
-        let end = await bridge.perform(request, sink: sink, rank: rank)
+        let end = await perform(request, sink: sink)
         return .ended(connection: connection, end: end, received: sink.received, halfway: sink.halfway)
     }
 }

@@ -34,7 +34,7 @@ extension Transfer {
             grownWindowLimit: window.unwrittenLimit,
             sameVersionOnly: window.sameVersionOnly,
             firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
-        let end = await bridge.perform(request, sink: sink, rank: rank)
+        let end = await perform(request, sink: sink)
         if case .diskBehind = end {
             note(
                 "the disk fell behind the network: the response ended early (what arrived is kept); the rest comes "

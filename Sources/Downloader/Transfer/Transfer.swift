@@ -108,17 +108,11 @@ final class Transfer: Sendable {
     let configuration: Configuration
     /// A completed file that the verified file replaces (instead of taking a name of its own).
     let replacing: URL?
-    /// Told where the verified file goes just before it moves (the manager records it, so that a crash during the
-    /// move is recognised): the path, the length, the digest and the server's suggested name.
-    let willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)?
     /// Bandwidth limits this transfer keeps (its own, the manager's): each Range window waits for its turn.
     let limiters: [BandwidthLimiter]
-    /// Told when bytes on disk could not be trusted and were not used (the download goes on without them).
-    let warn: @Sendable (String) -> Void
-    /// Told what the transfer decided that is not a warning, for the log (a response ended early because the disk
-    /// fell behind).
-    let note: @Sendable (String) -> Void
-    private let progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void
+    /// Told, as it happens, the bytes on disk, the requests in flight, where the verified file goes just before it
+    /// moves, and what the transfer decided (`TransferObserver`).
+    let observer: any TransferObserver
     /// Its requests' rank at a host's connection gate (uptime nanoseconds; lower goes first), so that an older
     /// download's next window goes before a newer one's (`SessionBridge.perform`): when its run began, kept by every
     /// retry (`TransferRunner`), so a retried download does not go to the back of its host's queue.
@@ -132,17 +126,14 @@ final class Transfer: Sendable {
     ///   - bridge: the manager's session.
     ///   - configuration: engine settings.
     ///   - replacing: a completed file the verified file replaces, if any.
-    ///   - willPlace: told where the verified file goes just before it moves.
     ///   - limiters: bandwidth limits to keep.
     ///   - rank: its requests' rank at a host's connection gate (by default, now).
-    ///   - progress: called on the delegate queue after every chunk with the bytes on disk and the total if known.
+    ///   - observer: told what happens, as it happens.
     init(
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
-        configuration: Configuration = Configuration(), replacing: URL? = nil,
-        willPlace: (@Sendable (URL, Int64, Checksum?, String?) -> Void)? = nil, limiters: [BandwidthLimiter] = [],
-        rank: UInt64 = DispatchTime.now().uptimeNanoseconds, warn: @escaping @Sendable (String) -> Void = { _ in },
-        note: @escaping @Sendable (String) -> Void = { _ in },
-        progress: @escaping @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
+        configuration: Configuration = Configuration(), replacing: URL? = nil, limiters: [BandwidthLimiter] = [],
+        rank: UInt64 = DispatchTime.now().uptimeNanoseconds,
+        observer: any TransferObserver = IgnoringTransferObserver()
     ) {
         self.rank = rank
         self.url = url
@@ -151,11 +142,25 @@ final class Transfer: Sendable {
         self.bridge = bridge
         self.configuration = configuration
         self.replacing = replacing
-        self.willPlace = willPlace
         self.limiters = limiters
-        self.warn = warn
-        self.note = note
-        self.progress = progress
+        self.observer = observer
+    }
+
+    /// Tells the observer that bytes on disk could not be trusted and were not used.
+    func warn(_ reason: String) {
+        observer.transferSays(.warning(reason))
+    }
+
+    /// Tells the observer a decision worth a log line.
+    func note(_ message: String) {
+        observer.transferSays(.note(message))
+    }
+
+    /// Performs one request of this transfer through the bridge, counted while in flight.
+    func perform(_ request: URLRequest, sink: any TransferSink) async -> RequestEnd {
+        observer.transferRequestsChanged(by: 1)
+        defer { observer.transferRequestsChanged(by: -1) }
+        return await bridge.perform(request, sink: sink, rank: rank)
     }
 
     /// Downloads, verifies and moves the file into the completed area.
@@ -169,7 +174,7 @@ final class Transfer: Sendable {
             url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
             hashesByDefault: options.computesChecksum, hashBacklogLimit: configuration.hashBacklogLimit,
             checksFreeSpace: configuration.checksFreeSpace, allocation: configuration.fileAllocation,
-            progress: progress)
+            progress: { [observer] written, total in observer.transferProgressed(written: written, total: total) })
         defer { pipeline.closeFile() }
 
         // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current
@@ -188,7 +193,7 @@ final class Transfer: Sendable {
         }
         let found = probe
         let position = try await Blocking.run { () throws(DownloadError) in try self.restore(pipeline, probe: found) }
-        let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.map(\.windowSize).min())
+        let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.compactMap(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var machine = StateMachine(
             url: url, mirrors: mirrors, source: source, hasExpectation: expected != nil, settings: settings,

@@ -299,14 +299,17 @@ extension Aria2Session {
         var options = fixedGlobalOptions.mapValues(JSONValue.string)
         options["dir"] = .string(directory.path)
         options["max-concurrent-downloads"] = .string(String(await manager.maximumActiveDownloads))
+        options["max-overall-download-limit"] = .string(String(await manager.maximumBytesPerSecond ?? 0))
         return options
     }
 
-    /// `aria2.changeGlobalOption`: `max-concurrent-downloads` changes; an option given its current value is
-    /// accepted (clients send the whole set back); any other is refused by name, before any change is made.
+    /// `aria2.changeGlobalOption`: `max-concurrent-downloads` and `max-overall-download-limit` (bytes per second,
+    /// `K`/`M` suffixes as aria2 takes them, `0` for none) change; an option given its current value is accepted
+    /// (clients send the whole set back); any other is refused by name, before any change is made.
     func changeGlobalOption(_ options: [String: JSONValue]) async throws(Aria2Error) -> JSONValue {
         let current = await globalOptions()
         var limit: Int?
+        var bandwidth: Int??
         for (name, value) in options.sorted(by: { $0.key < $1.key }) {
             switch name {
             case "max-concurrent-downloads":
@@ -314,6 +317,11 @@ extension Aria2Session {
                     throw .invalidParams("max-concurrent-downloads must be a positive integer")
                 }
                 limit = count
+            case "max-overall-download-limit":
+                guard let bytes = Self.byteCount(value.optionText?.string) else {
+                    throw .refused("max-overall-download-limit must be bytes per second (0, 500K, 2M)")
+                }
+                bandwidth = .some(bytes > 0 ? bytes : nil)
             default:
                 guard current[name] == value.optionText else {
                     throw .refused("option \(name) is not supported by downloader-server")
@@ -321,7 +329,25 @@ extension Aria2Session {
             }
         }
         if let limit { await manager.setMaximumActiveDownloads(limit) }
+        if let bandwidth { await manager.setMaximumBytesPerSecond(bandwidth) }
         return "OK"
+    }
+
+    /// A size as aria2 reads one: digits, optionally followed by `K` (1024) or `M` (1024²), either case.
+    /// - Returns: the bytes, or `nil` when it is not such a size.
+    static func byteCount(_ text: String?) -> Int? {
+        guard var digits = text?.trimmingCharacters(in: .whitespaces), !digits.isEmpty else { return nil }
+        var unit = 1
+        switch digits.last {
+        case "K", "k": unit = 1 << 10
+        case "M", "m": unit = 1 << 20
+        default: break
+        }
+        if unit > 1 { digits.removeLast() }
+        guard !digits.isEmpty, digits.allSatisfy({ ("0"..."9").contains($0) }), let value = Int(digits),
+            value <= Int.max / unit
+        else { return nil }
+        return value * unit
     }
 
     func globalStat() async -> JSONValue {

@@ -61,7 +61,7 @@ extension Aria2Session {
             "uploadLength": "0",
             "downloadSpeed": .string(String(Int(receipt.bytesPerSecond ?? 0))),
             "uploadSpeed": "0",
-            "connections": receipt.state == .downloading ? "1" : "0",
+            "connections": .string(String(receipt.state == .downloading ? receipt.activeConnections : 0)),
             "pieceLength": .string(String(pieceLength)),
             "numPieces": .string(String(max(1, (total + pieceLength - 1) / pieceLength))),
             "dir": .string((path(of: receipt) as NSString).deletingLastPathComponent),

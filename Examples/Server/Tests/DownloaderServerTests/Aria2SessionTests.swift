@@ -116,6 +116,17 @@ final class Aria2SessionTests {
         #expect(errorCode(try await call("aria2.tellStatus", #""\#(gid)""#)) == 1)
     }
 
+    @Test("connections is the download's requests in flight, as the library counts them; 0 unless active (issue #50)")
+    func connectionsCounted() async {
+        var receipt = DownloadReceipt(
+            url: URL(string: "http://127.0.0.1:1/f")!, filename: "f", fileURL: directory.appendingPathComponent("f"),
+            state: .downloading)
+        receipt.activeConnections = 4
+        #expect(await session.status(of: receipt, keys: ["connections"]).object?["connections"] == "4")
+        receipt.state = .suspended
+        #expect(await session.status(of: receipt, keys: ["connections"]).object?["connections"] == "0")
+    }
+
     @Test("pause, unpause, remove, getGlobalStat, changeGlobalOption and multicall")
     func control() async throws {
         let gid = try #require(
@@ -272,6 +283,20 @@ final class Aria2SessionTests {
         let refused = try await call("aria2.changeGlobalOption", #"{"max-concurrent-downloads":3,"split":"5"}"#)
         #expect(errorCode(refused) == 1, "\(refused)")
         #expect(await manager.maximumActiveDownloads == 2, "nothing changes when one option is refused")
+        // The overall bandwidth limit, as aria2 takes it (issue #50: only max-concurrent-downloads changed before).
+        #expect(global.object?["result"]?.object?["max-overall-download-limit"]?.string == "0")
+        let limited = try await call("aria2.changeGlobalOption", #"{"max-overall-download-limit":"2M"}"#)
+        #expect(limited.object?["result"] == "OK", "\(limited)")
+        #expect(await manager.maximumBytesPerSecond == 2 << 20)
+        let now = try await call("aria2.getGlobalOption")
+        #expect(now.object?["result"]?.object?["max-overall-download-limit"]?.string == "2097152")
+        #expect(errorCode(try await call("aria2.changeGlobalOption", #"{"max-overall-download-limit":"fast"}"#)) == 1)
+        let lifted = try await call("aria2.changeGlobalOption", #"{"max-overall-download-limit":0}"#)
+        #expect(lifted.object?["result"] == "OK")
+        #expect(await manager.maximumBytesPerSecond == nil, "0 lifts it")
+        #expect(Aria2Session.byteCount("500k") == 512_000 && Aria2Session.byteCount("12") == 12)
+        #expect(Aria2Session.byteCount("") == nil && Aria2Session.byteCount("1G") == nil)
+        #expect(Aria2Session.byteCount("M") == nil)
     }
 
     @Test("HTTP statuses as aria2c gives them: 400 for a refusal, 404 for an unknown method, 500 for the rest")
