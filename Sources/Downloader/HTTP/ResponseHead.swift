@@ -1,3 +1,9 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// The parts of a response's head that a download reads, as a plain value: the response judge works on it without
 /// URLSession, so tests build it by hand.
 struct ResponseHead: Sendable {
@@ -40,5 +46,245 @@ struct ResponseHead: Sendable {
         DigestHeaders.announced(
             reprDigest: reprDigest, digest: digest, contentDigest: contentDigest, contentMD5: contentMD5,
             bodyIsWholeFile: bodyIsWholeFile)
+    }
+}
+
+/// The headers a download reads, parsed once here for the probe and for every window.
+extension HTTPURLResponse {
+    /// The head as a plain value for `ResponseJudge`.
+    var head: ResponseHead {
+        ResponseHead(
+            statusCode: statusCode, contentRange: value(forHTTPHeaderField: "Content-Range"), validators: validators,
+            contentEncoding: value(forHTTPHeaderField: "Content-Encoding"),
+            contentLength: expectedContentLength >= 0 ? expectedContentLength : nil,
+            dispositionFilename: dispositionFilename, retryAfter: retryAfter,
+            reprDigest: value(forHTTPHeaderField: "Repr-Digest"), digest: value(forHTTPHeaderField: "Digest"),
+            contentDigest: value(forHTTPHeaderField: "Content-Digest"),
+            contentMD5: value(forHTTPHeaderField: "Content-MD5"),
+            authenticationSchemes: statusCode == 401 ? HostCredentials.offeredSchemes(self) : [])
+    }
+
+    /// `ETag` and `Last-Modified` as sent.
+    var validators: Validators {
+        Validators(etag: value(forHTTPHeaderField: "ETag"), lastModified: value(forHTTPHeaderField: "Last-Modified"))
+    }
+
+    /// The raw `Content-Disposition` file name, if any (sanitise before use).
+    var dispositionFilename: String? {
+        value(forHTTPHeaderField: "Content-Disposition").flatMap(ContentDisposition.filename)
+    }
+
+    /// The delay asked for by `Retry-After`, in seconds.
+    var retryAfter: TimeInterval? {
+        value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
+    }
+}
+
+/// A parsed `Content-Range` header (RFC 9110 §14.4): `bytes first-last/complete`, `bytes */complete` or
+/// `bytes first-last/*`.
+struct ContentRange: Equatable, Sendable {
+    /// The bytes sent, or `nil` for the `*` form of a 416 answer.
+    var range: ClosedRange<Int64>?
+    /// The whole resource's length, or `nil` when the server wrote `*`.
+    var completeLength: Int64?
+
+    /// Parses a header value.
+    /// - Parameter value: for example `"bytes 100-199/1000"`.
+    /// - Returns: `nil` for anything malformed (the caller treats the response as unusable).
+    init?(_ value: String) {
+        var text = Substring(value).drop { $0 == " " }
+        guard text.lowercased().hasPrefix("bytes ") else { return nil }
+        text = text.dropFirst(6).drop { $0 == " " }
+        guard let slash = text.firstIndex(of: "/") else { return nil }
+        let rangePart = text[..<slash]
+        let lengthPart = text[text.index(after: slash)...].trimmingSuffix(while: { $0 == " " })
+        if lengthPart == "*" {
+            completeLength = nil
+        } else {
+            guard let length = Self.number(lengthPart) else { return nil }
+            completeLength = length
+        }
+        if rangePart == "*" {
+            guard completeLength != nil else { return nil }
+            range = nil
+        } else {
+            let bounds = rangePart.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            guard bounds.count == 2, let first = Self.number(bounds[0]), let last = Self.number(bounds[1]),
+                first <= last
+            else { return nil }
+            if let completeLength, last >= completeLength { return nil }
+            range = first...last
+        }
+    }
+
+    private static func number(_ text: Substring) -> Int64? {
+        guard !text.isEmpty, text.count <= 18, text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        return Int64(text)
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingSuffix(while predicate: (Character) -> Bool) -> Substring {
+        var end = endIndex
+        while end > startIndex, predicate(self[index(before: end)]) { end = index(before: end) }
+        return self[startIndex..<end]
+    }
+}
+
+/// Reads the digests a server announces for a file:
+/// - `Repr-Digest` (RFC 9530): the digest of the whole representation, whatever part a response carries;
+/// - `Digest` (RFC 3230): the digest of the whole instance;
+/// - `Content-Digest` (RFC 9530) and `Content-MD5` (RFC 1864): the digest of this response's body, so the file's
+///   only when the body is the whole file.
+///
+/// Unknown algorithms (sha-512, …) and malformed values are skipped; nothing here throws.
+enum DigestHeaders {
+    /// The whole file's announced checksums, most trustworthy first (`Repr-Digest`, `Digest`, then the body's).
+    static func announced(
+        reprDigest: String?, digest: String?, contentDigest: String?, contentMD5: String?, bodyIsWholeFile: Bool
+    ) -> [Checksum] {
+        var result = members(of: reprDigest) + members(of: digest)
+        if bodyIsWholeFile {
+            result += members(of: contentDigest)
+            if let contentMD5, let bytes = Data(base64Encoded: contentMD5.trimmingCharacters(in: .whitespaces)),
+                let checksum = Checksum(algorithm: .md5, digest: bytes)
+            {
+                result.append(checksum)
+            }
+        }
+        var seen = Set<Checksum.Algorithm>()
+        return result.filter { seen.insert($0.algorithm).inserted }  // the first per algorithm wins
+    }
+
+    /// The checksum to verify against among announced ones: the strongest the library computes.
+    static func preferred(_ announced: [Checksum]) -> Checksum? {
+        for algorithm in [Checksum.Algorithm.sha256, .sha1, .md5] {
+            if let checksum = announced.first(where: { $0.algorithm == algorithm }) { return checksum }
+        }
+        return nil
+    }
+
+    /// The members of a digest field: `name=:base64:` (a structured-field byte sequence, RFC 9530) or `name=base64`
+    /// (RFC 3230), separated by commas, parameters after `;` ignored.
+    static func members(of field: String?) -> [Checksum] {
+        guard let field, field.utf8.count < 16_384 else { return [] }
+        return field.split(separator: ",").compactMap { member -> Checksum? in
+            let item = member.split(separator: ";", maxSplits: 1).first ?? member
+            let pair = item.split(separator: "=", maxSplits: 1)
+            guard pair.count == 2,
+                let algorithm = Checksum.Algorithm(name: pair[0].trimmingCharacters(in: .whitespaces))
+            else { return nil }
+            var value = pair[1].trimmingCharacters(in: .whitespaces)
+            if value.hasPrefix(":") && value.hasSuffix(":") && value.count >= 2 {
+                value = String(value.dropFirst().dropLast())
+            }
+            guard let bytes = Data(base64Encoded: value) else { return nil }
+            return Checksum(algorithm: algorithm, digest: bytes)
+        }
+    }
+}
+
+/// Extracts the file name from a `Content-Disposition` header (RFC 6266): `filename*` (RFC 8187, UTF-8
+/// percent-encoded) wins over `filename`. The name is returned raw: sanitise it before use.
+enum ContentDisposition {
+    /// The suggested file name, if the header has one.
+    /// - Parameter value: the header value, e.g. `attachment; filename="report.pdf"`.
+    static func filename(from value: String) -> String? {
+        var plain: String?
+        var extended: String?
+        for parameter in parameters(of: value) {
+            switch parameter.name.lowercased() {
+            case "filename*": extended = decodeExtended(parameter.value)
+            case "filename": plain = parameter.value
+            default: continue
+            }
+        }
+        let chosen = extended ?? plain
+        return chosen?.isEmpty == false ? chosen : nil
+    }
+
+    /// Splits `type; a=b; c="d; e"` into its parameters, honouring quoted strings and backslash escapes.
+    private static func parameters(of value: String) -> [(name: String, value: String)] {
+        var result: [(String, String)] = []
+        var characters = Array(value)[...]
+        // Skip the disposition type.
+        while let c = characters.first, c != ";" { characters = characters.dropFirst() }
+        while !characters.isEmpty {
+            characters = characters.dropFirst()  // ";"
+            while characters.first == " " || characters.first == "\t" { characters = characters.dropFirst() }
+            var name = ""
+            while let c = characters.first, c != "=", c != ";" {
+                name.append(c)
+                characters = characters.dropFirst()
+            }
+            guard characters.first == "=" else { continue }
+            characters = characters.dropFirst()
+            while characters.first == " " { characters = characters.dropFirst() }
+            var parameterValue = ""
+            if characters.first == "\"" {
+                characters = characters.dropFirst()
+                while let c = characters.first, c != "\"" {
+                    if c == "\\", characters.count > 1 {
+                        characters = characters.dropFirst()
+                    }
+                    parameterValue.append(characters.first!)
+                    characters = characters.dropFirst()
+                }
+                characters = characters.dropFirst()  // closing quote
+                while let c = characters.first, c != ";" { characters = characters.dropFirst() }
+            } else {
+                while let c = characters.first, c != ";" {
+                    parameterValue.append(c)
+                    characters = characters.dropFirst()
+                }
+                parameterValue = parameterValue.trimmingCharacters(in: .whitespaces)
+            }
+            result.append((name.trimmingCharacters(in: .whitespaces), parameterValue))
+        }
+        return result
+    }
+
+    /// Decodes `UTF-8'lang'percent%20encoded` (RFC 8187). Other charsets are accepted only when the bytes are ASCII.
+    private static func decodeExtended(_ value: String) -> String? {
+        let parts = value.split(separator: "'", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        let charset = parts[0].lowercased()
+        guard charset == "utf-8" || charset == "iso-8859-1" || charset == "us-ascii" else { return nil }
+        return String(parts[2]).removingPercentEncoding
+    }
+}
+
+/// Parses `Retry-After` (RFC 9110 §10.2.3): delay seconds or an HTTP date.
+enum RetryAfter {
+    /// The delay the server asks for, in seconds (0 for a date in the past), or `nil` when malformed.
+    /// - Parameters:
+    ///   - value: the header value.
+    ///   - now: the current date, for the HTTP-date form.
+    static func delay(from value: String, now: Date = Date()) -> TimeInterval? {
+        let text = value.trimmingCharacters(in: .whitespaces)
+        if !text.isEmpty, text.count <= 10, text.allSatisfy({ $0.isASCII && $0.isNumber }) {
+            return TimeInterval(text)
+        }
+        guard let date = HTTPDate.parse(text) else { return nil }
+        return max(0, date.timeIntervalSince(now))
+    }
+}
+
+/// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, with the obsolete RFC 850 and asctime forms accepted.
+enum HTTPDate {
+    private static let formats = [
+        "EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy",
+    ]
+
+    static func parse(_ text: String) -> Date? {
+        guard text.count < 64 else { return nil }
+        for format in formats {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = format
+            if let date = formatter.date(from: text) { return date }
+        }
+        return nil
     }
 }

@@ -131,3 +131,191 @@ public struct DownloadOutcomes: AsyncSequence, Sendable {
         AsyncIterator(base: base.makeAsyncIterator(), batch: batch)
     }
 }
+
+extension DownloadManager {
+    /// The bookkeeping of one batch: free slots (one spent per request read, one given back per outcome taken by the
+    /// consumer), the requests in flight, and when the outcome stream ends (the intake ended and every request taken
+    /// is delivered).
+    final class Batch: Sendable {
+        private struct State {
+            var available: Int
+            /// The driver, waiting for a slot.
+            var taker: CheckedContinuation<Bool, Never>?
+            var isClosed = false
+            var intakeEnded = false
+            var inFlight: [Machine.WaiterID: URL] = [:]
+        }
+
+        private let state: Locked<State>
+        private let outcomes: AsyncStream<DownloadOutcome>.Continuation
+
+        init(limit: Int, outcomes: AsyncStream<DownloadOutcome>.Continuation) {
+            state = Locked(State(available: limit))
+            self.outcomes = outcomes
+        }
+
+        /// Spends a slot, waiting for one if none is free.
+        /// - Returns: `false` once the batch is closed (its consumer left).
+        func take() async -> Bool {
+            // A free slot is taken without suspending (most of the time, while a long list is read).
+            if let answer = state.withLock({ Self.takeIfFree(&$0) }) { return answer }
+            return await withCheckedContinuation { continuation in
+                let answer: Bool? = state.withLock { state in
+                    let answer = Self.takeIfFree(&state)
+                    if answer == nil { state.taker = continuation }  // one taker: the batch's driver
+                    return answer
+                }
+                if let answer { continuation.resume(returning: answer) }
+            }
+        }
+
+        /// Takes a free slot: `true`; `false` when the batch is closed; `nil` when none is free.
+        private static func takeIfFree(_ state: inout State) -> Bool? {
+            if state.isClosed { return false }
+            guard state.available > 0 else { return nil }
+            state.available -= 1
+            return true
+        }
+
+        /// Gives a slot back (the consumer took an outcome).
+        func give() {
+            let taker = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+                guard let taker = state.taker else {
+                    state.available += 1
+                    return nil
+                }
+                state.taker = nil
+                return taker
+            }
+            taker?.resume(returning: true)
+        }
+
+        /// How many requests were handed to the manager and not yet delivered.
+        var inFlightCount: Int { state.withLock { $0.inFlight.count } }
+
+        /// A request was handed to the manager with waiter `id`.
+        func started(_ id: Machine.WaiterID, url: URL) {
+            state.withLock { $0.inFlight[id] = url }
+        }
+
+        /// Delivers the outcome of waiter `id`, ending the stream after the last one.
+        func deliver(
+            _ id: Machine.WaiterID, _ request: DownloadRequest, _ result: Result<DownloadReceipt, DownloadError>
+        ) {
+            let outcome = DownloadOutcome(request: request, result: result)
+            // Yielded under the lock, with the removal: `endIntake` cannot see the batch empty and finish the stream
+            // between the two (the outcome would be dropped). `finish` runs outside it: it calls `onTermination`.
+            let isLast = state.withLock { state -> Bool in
+                state.inFlight[id] = nil
+                outcomes.yield(outcome)
+                return state.intakeEnded && state.inFlight.isEmpty
+            }
+            if isLast { outcomes.finish() }
+        }
+
+        /// No request will be read any more: the stream ends once those in flight are delivered.
+        func endIntake() {
+            let isLast = state.withLock { state -> Bool in
+                state.intakeEnded = true
+                return state.inFlight.isEmpty
+            }
+            if isLast { outcomes.finish() }
+        }
+
+        /// The consumer left: no more requests are read.
+        /// - Returns: the waiters still in flight, to be given up.
+        func close() -> [(id: Machine.WaiterID, url: URL)] {
+            let (taker, abandoned) = state.withLock { state in
+                state.isClosed = true
+                defer {
+                    state.taker = nil
+                    state.inFlight = [:]
+                }
+                return (state.taker, state.inFlight.map { (id: $0.key, url: $0.value) })
+            }
+            taker?.resume(returning: false)
+            return abandoned
+        }
+    }
+}
+
+extension DownloadManager {
+    /// The driver of one batch: reads the requests as slots free and hands them to the manager, new work first.
+    ///
+    /// A request whose file an earlier download delivered (`hasDeliveredFile`) costs a `HEAD` and usually nothing
+    /// more, so it is parked (`RequestSpill`, on disk) and the intake reads on: the same list run again after an
+    /// interruption starts on the files it lacks at once instead of asking about every finished one first. A parked
+    /// request goes to the manager whenever the batch has nothing else in flight (one at a time, so a new request
+    /// found meanwhile waits for at most that one), and all of them once the intake has ended.
+    struct BatchFeeder {
+        let manager: DownloadManager
+        let batch: Batch
+        private var parked: RequestSpill?
+        private var canPark = true
+
+        init(manager: DownloadManager, batch: Batch) {
+            self.manager = manager
+            self.batch = batch
+        }
+
+        /// Reads the whole sequence (unless the consumer leaves or the manager shuts down), then ends the intake.
+        mutating func run(_ requests: some AsyncSequence<DownloadRequest, Never>) async {
+            var intake = requests.makeAsyncIterator()
+            var intakeEnded = false
+            // The slot first, then the request: a request is read only when it can be taken.
+            while await batch.take() {
+                if !intakeEnded {
+                    guard let request = await intake.next(isolation: nil) else {
+                        intakeEnded = true
+                        batch.give()
+                        continue
+                    }
+                    if park(request) {
+                        batch.give()  // a parked request holds no slot
+                        guard await submitParkedIfIdle() else { break }
+                        continue
+                    }
+                    guard await manager.submit(request, to: batch) else { break }
+                } else {
+                    guard let request = parked?.next() else {
+                        batch.give()
+                        break
+                    }
+                    guard await manager.submit(request, to: batch) else { break }
+                }
+            }
+            parked = nil
+            batch.endIntake()
+        }
+
+        /// Parks a request whose file an earlier download delivered. - Returns: whether it was parked.
+        private mutating func park(_ request: DownloadRequest) -> Bool {
+            guard canPark, manager.hasDeliveredFile(request) else { return false }
+            if parked == nil {
+                parked = RequestSpill(in: manager.directory.state)
+                canPark = parked != nil
+            }
+            return parked?.park(request) ?? false
+        }
+
+        /// With nothing of the batch in flight, hands over one parked request: the intake keeps the CPU (a rerun of a
+        /// long list reads past its finished files first), and a pipe that writes slowly still sees progress.
+        /// - Returns: `false` when the batch is over (the consumer left, or the manager shuts down).
+        private mutating func submitParkedIfIdle() async -> Bool {
+            guard let parked, parked.count > 0, batch.inFlightCount == 0 else { return true }
+            guard await batch.take() else { return false }
+            guard let request = parked.next() else {
+                batch.give()
+                return true
+            }
+            return await manager.submit(request, to: batch)
+        }
+    }
+
+    /// Whether an earlier download of this request's URL delivered a file where this one would put it (its extended
+    /// attributes name the URL): a local look, without reading the file; the transfer decides whether it is reused.
+    nonisolated func hasDeliveredFile(_ request: DownloadRequest) -> Bool {
+        let url = request.url.withoutCredentials
+        return FileRecord.recordsOrigin(atPath: directory.deliveredFilePath(of: url, options: request.options), url)
+    }
+}

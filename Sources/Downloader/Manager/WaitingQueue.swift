@@ -123,3 +123,11 @@ struct WaitingQueue<Key: Hashable> {
         for index in stride(from: heap.count / 2 - 1, through: 0, by: -1) { siftDown(index) }
     }
 }
+
+/// The order in which waiting downloads start.
+public enum DownloadPrioritization: Sendable, Hashable {
+    /// First queued, first started.
+    case fifo
+    /// Last queued, first started.
+    case lifo
+}

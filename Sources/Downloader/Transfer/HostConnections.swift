@@ -1,3 +1,10 @@
+import Dispatch
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// How many requests each host has in flight over all downloads, and how many it may have: the manager's cap
 /// (`DownloadManager.Configuration.maximumConnectionsPerHost`), lowered for a while when the host answers "too many".
 ///
@@ -210,5 +217,304 @@ struct HostConnections: Sendable {
         }
         hosts[host] = entry.isIdle ? nil : entry
         return admitted
+    }
+}
+
+/// The bridge's side of `HostConnections`: requests wait here, without a thread, for a connection to their host, and
+/// a refused request's "too many" is remembered until its `perform` picks it up.
+final class ConnectionGate: Sendable {
+    private struct State {
+        var connections: HostConnections
+        var waiting: [HostConnections.Ticket: CheckedContinuation<Bool, Never>] = [:]
+        /// Tickets handed out whose request was not made yet, and whether their task was cancelled meanwhile.
+        var pending: [HostConnections.Ticket: Bool] = [:]
+        var nextTicket = 0
+        /// Requests (task identifiers) refused as "too many", with how they wait before asking again.
+        var refusals: [Int: Pause] = [:]
+        /// Requests (task identifiers) answered `503` or `429`, whatever it meant, until they leave.
+        var refused: Set<Int> = []
+
+        /// The continuations of `tickets`, removed.
+        mutating func take(_ tickets: [HostConnections.Ticket]) -> [CheckedContinuation<Bool, Never>] {
+            tickets.compactMap { waiting.removeValue(forKey: $0) }
+        }
+    }
+
+    private let state: Locked<State>
+
+    /// How a request refused as "too many" waits before it asks again.
+    struct Pause: Equatable {
+        /// Seconds (the server's `Retry-After`, or `settlingPause`).
+        var delay: TimeInterval
+        /// Whether it keeps its turn at the gate meanwhile (`Refusal.settling`: nothing else may go to the host).
+        var holdsTurn: Bool
+    }
+
+    /// Creates a gate.
+    /// - Parameters:
+    ///   - cap: the most requests in flight per host; `nil` for no cap.
+    ///   - recoveryInterval: seconds before a lowered limit rises by one.
+    init(cap: Int?, recoveryInterval: TimeInterval = 10) {
+        state = Locked(
+            State(connections: HostConnections(cap: cap, recoveryInterval: UInt64(max(0, recoveryInterval) * 1e9))))
+    }
+
+    /// Waits until a request to `host` may go.
+    /// - Parameters:
+    ///   - host: the request's origin.
+    ///   - rank: lower goes first among waiting requests.
+    /// - Returns: `true` when it holds a connection (give it back with `leave`); `false` when the calling task was
+    ///   cancelled while waiting.
+    func enter(_ host: String, rank: UInt64) async -> Bool {
+        let ticket = state.withLock { state -> HostConnections.Ticket in
+            defer { state.nextTicket += 1 }
+            state.pending[state.nextTicket] = false
+            return state.nextTicket
+        }
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let goes = state.withLock { state -> Bool? in
+                    if state.pending.removeValue(forKey: ticket) == true { return false }
+                    switch state.connections.request(ticket, host: host, rank: rank) {
+                    case .go: return true
+                    case .wait:
+                        state.waiting[ticket] = continuation
+                        return nil
+                    }
+                }
+                if let goes { continuation.resume(returning: goes) }
+            }
+        } onCancel: {
+            let continuation = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+                guard let continuation = state.waiting.removeValue(forKey: ticket) else {
+                    // Not asked yet: the request sees the mark. (Not pending and not waiting: it went already.)
+                    if state.pending[ticket] != nil { state.pending[ticket] = true }
+                    return nil
+                }
+                _ = state.connections.withdraw(ticket)
+                return continuation
+            }
+            continuation?.resume(returning: false)
+        }
+    }
+
+    /// Gives back the connection of a request to `host` that went.
+    /// - Parameters:
+    ///   - taskIdentifier: its task, if it was made.
+    ///   - answered: whether it had a response being served (`SessionBridge.wasAnswered`).
+    func leave(_ host: String, taskIdentifier: Int?, answered: Bool) {
+        let now = DispatchTime.now().uptimeNanoseconds
+        resume(
+            state.withLock { state in
+                let wasRefused = taskIdentifier.map { state.refused.remove($0) != nil } ?? false
+                let ending: HostConnections.Ending = wasRefused ? .refused : answered ? .answered : .other
+                let tickets = state.connections.finished(host: host, now: now, ending: ending)
+                return state.take(tickets)
+            })
+    }
+
+    /// Lets time raise lowered limits (the bridge's watchdog calls it).
+    func tick() {
+        let now = DispatchTime.now().uptimeNanoseconds
+        resume(
+            state.withLock { state in
+                let tickets = state.connections.tick(now: now)
+                return state.take(tickets)
+            })
+    }
+
+    /// How long a request refused alone just after an answer waits, keeping its turn, before it asks again
+    /// (`Refusal.settling`).
+    static let settlingPause: TimeInterval = 0.25
+
+    /// A request to `host` in flight, task `taskIdentifier`, was answered `503` or `429`.
+    /// - Parameter retryAfter: the delay the server asked for, if any.
+    /// - Returns: whether it is "too many" (others were in flight, or one was answered a moment ago): then the bridge
+    ///   ends the task without telling its sink, and `takeRefusal` gives its `perform` the pause.
+    func refuse(_ host: String, taskIdentifier: Int, retryAfter: TimeInterval?) -> Bool {
+        let now = DispatchTime.now().uptimeNanoseconds
+        return state.withLock { state in
+            state.refused.insert(taskIdentifier)
+            switch state.connections.refused(host: host, now: now, namesTime: (retryAfter ?? 0) > 0) {
+            case .own: return false
+            case .tooMany: state.refusals[taskIdentifier] = Pause(delay: retryAfter ?? 0, holdsTurn: false)
+            case .settling:
+                state.refusals[taskIdentifier] = Pause(delay: max(retryAfter ?? 0, Self.settlingPause), holdsTurn: true)
+            }
+            return true
+        }
+    }
+
+    /// Whether task `taskIdentifier` was refused as "too many", and how it waits before asking again.
+    func takeRefusal(_ taskIdentifier: Int) -> Pause? {
+        state.withLock { $0.refusals.removeValue(forKey: taskIdentifier) }
+    }
+
+    private func resume(_ continuations: [CheckedContinuation<Bool, Never>]) {
+        for continuation in continuations { continuation.resume(returning: true) }
+    }
+}
+
+/// Connections per host over all downloads: a request waits for its host's turn (`ConnectionGate`), and a `503` or
+/// `429` while others to that host are in flight, or just after an answer there, is "too many", asked again later
+/// without its sink knowing.
+extension SessionBridge {
+    /// The longest `Retry-After` a "too many" refusal is waited for before asking again (seconds); the turn at the
+    /// gate usually comes later anyway.
+    static let longestTooManyDelay: TimeInterval = 60
+
+    /// Performs one request, delivering its events to `sink`.
+    /// - Parameters:
+    ///   - unprepared: the request (headers complete); it goes out with the `User-Agent` and through
+    ///     `Configuration.prepareRequest`.
+    ///   - sink: receives the response and body on the delegate queue.
+    ///   - rank: among requests waiting for a connection to the same host, lower goes first (a download's start
+    ///     time, so that downloads under a cap finish in order); the default is now (first come, first served).
+    /// - Returns: how it ended. Cancelling the calling task closes the request (or ends its wait) and returns
+    ///   `.cancelled`.
+    func perform(
+        _ unprepared: URLRequest, sink: any TransferSink, rank: UInt64 = DispatchTime.now().uptimeNanoseconds
+    ) async -> RequestEnd {
+        let host = unprepared.url?.origin ?? ""
+        while true {
+            guard await gate.enter(host, rank: rank) else { return .cancelled }
+            let (end, id) = await performAuthorized(unprepared, sink: sink)
+            let pause = id.flatMap { gate.takeRefusal($0) }
+            let nanoseconds = UInt64(min(pause?.delay ?? 0, Self.longestTooManyDelay) * 1e9)
+            var cancelled = false
+            if let pause, pause.holdsTurn, nanoseconds > 0 {
+                do { try await Task.sleep(nanoseconds: nanoseconds) } catch { cancelled = true }
+            }
+            gate.leave(host, taskIdentifier: id, answered: Self.wasAnswered(end))
+            guard let pause, !cancelled else { return cancelled ? .cancelled : end }
+            if !pause.holdsTurn, nanoseconds > 0 {
+                do { try await Task.sleep(nanoseconds: nanoseconds) } catch { return .cancelled }
+            }
+        }
+    }
+
+    /// Whether a request that ended so had a response being served, which the server may count a moment more (also
+    /// one cut short or ended to fetch the rest otherwise); failures and cancellations are not taken as answers.
+    static func wasAnswered(_ end: RequestEnd) -> Bool {
+        switch end {
+        case .failed, .cancelled: return false
+        case .finished, .restartFromZero, .unsatisfiable, .diskBehind, .cutShort, .wholeWithoutRanges, .unreliableETag:
+            return true
+        }
+    }
+
+    /// Whether `response` refuses its request as "too many" (see `HostConnections.refused`); it is then asked again.
+    /// The host is the request's before any redirect; one that `prepareRequest` sent elsewhere is not recognised
+    /// (its refusal is an ordinary retry).
+    func refusesAsTooMany(_ response: URLResponse, taskIdentifier id: Int) -> Bool {
+        guard let http = response as? HTTPURLResponse, http.statusCode == 503 || http.statusCode == 429,
+            let url = state.withLock({ $0.entries[id]?.originalURL })
+        else { return false }
+        let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
+        return gate.refuse(url.origin, taskIdentifier: id, retryAfter: retryAfter)
+    }
+}
+
+/// Which origins probably have an idle keep-alive connection in libcurl's cache, so that a new download's first
+/// request can ask for a whole window at once (issue #24).
+///
+/// A request on a *new* connection makes FoundationNetworking spin a core until it ends (documentation, "Platform notes"),
+/// which is why a fresh download asks for 16 KiB first. A request that reuses a connection does not spin, so when a
+/// request to the same origin finished a moment ago, the next download needs no short first request: a small file
+/// is then one request, one round trip. A value: every rule is tested without a socket.
+struct WarmConnections {
+    /// How long an idle connection is assumed to stay in libcurl's cache (it keeps one for up to 118 s by default).
+    static let lifetime: UInt64 = 60_000_000_000
+
+    private var idle: [String: (count: Int, lastUse: UInt64)] = [:]
+    /// The most idle connections per origin that are counted (the session's connections per host).
+    let capacity: Int
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    /// A request to `origin` ended; when `reusable` (it ended normally, so libcurl kept its connection), one more
+    /// connection is idle.
+    mutating func requestEnded(origin: String, reusable: Bool, now: UInt64) {
+        guard reusable else { return }
+        var entry = current(origin, now: now)
+        entry.count = min(capacity, entry.count + 1)
+        entry.lastUse = now
+        idle[origin] = entry
+    }
+
+    /// Takes an idle connection to `origin` for a new request, if one is probably there.
+    /// - Returns: whether the request will probably reuse a connection.
+    mutating func take(origin: String, now: UInt64) -> Bool {
+        var entry = current(origin, now: now)
+        guard entry.count > 0 else {
+            idle[origin] = nil
+            return false
+        }
+        entry.count -= 1
+        idle[origin] = entry
+        return true
+    }
+
+    /// Whether an idle connection to `origin` is probably there.
+    func hasIdle(origin: String, now: UInt64) -> Bool {
+        current(origin, now: now).count > 0
+    }
+
+    /// The origin's entry, forgotten once it is older than `lifetime`.
+    private func current(_ origin: String, now: UInt64) -> (count: Int, lastUse: UInt64) {
+        guard let entry = idle[origin], now &- entry.lastUse < Self.lifetime else { return (0, now) }
+        return entry
+    }
+}
+
+extension SessionBridge {
+    /// Closes requests that received nothing for `stallTimeout` (or less than the lowest speed over its interval),
+    /// releases callers of closed requests whose completion never came (5 s after the close), and lets time raise
+    /// hosts' lowered connection limits.
+    func checkForStalls() {
+        gate.tick()
+        let limit = UInt64(configuration.stallTimeout * 1e9)
+        let grace: UInt64 = 5_000_000_000
+        let now = DispatchTime.now().uptimeNanoseconds
+        let lowestSpeed = configuration.lowestSpeed
+        let (stalled, abandoned) = state.withLock { state -> ([(Int, DownloadError)], [Entry]) in
+            var stalled: [(Int, DownloadError)] = []
+            var abandoned: [Entry] = []
+            for (id, var entry) in state.entries {
+                if entry.request.isOpen {
+                    if now > entry.lastActivity && now - entry.lastActivity > limit {
+                        stalled.append((id, .stalled(entry.originalURL, seconds: configuration.stallTimeout)))
+                    } else if let lowestSpeed, now > entry.speedIntervalStart,
+                        Double(now - entry.speedIntervalStart) >= lowestSpeed.seconds * 1e9
+                    {
+                        if Double(entry.speedIntervalBytes) < lowestSpeed.bytesPerSecond * lowestSpeed.seconds {
+                            stalled.append(
+                                (
+                                    id,
+                                    .tooSlow(
+                                        entry.originalURL, bytesPerSecond: lowestSpeed.bytesPerSecond,
+                                        seconds: lowestSpeed.seconds)
+                                ))
+                        } else {
+                            entry.speedIntervalStart = now
+                            entry.speedIntervalBytes = 0
+                            state.entries[id] = entry
+                        }
+                    }
+                } else if let closedAt = entry.request.closedAt, now > closedAt && now - closedAt > grace {
+                    abandoned.append(entry)
+                    state.entries[id] = nil
+                }
+            }
+            return (stalled, abandoned)
+        }
+        for (id, error) in stalled {
+            close(taskIdentifier: id, with: .failed(error))
+        }
+        for entry in abandoned {
+            entry.continuation?.resume(returning: entry.request.pendingEnd ?? .cancelled)
+        }
     }
 }

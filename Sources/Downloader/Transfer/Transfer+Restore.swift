@@ -247,3 +247,231 @@ extension Transfer {
         }
     }
 }
+
+/// The restore rules as a value (issue #33): what picking up a partial file decides from its saved state, the file as
+/// it is now and what HEAD said, tested without files or sockets (`TransferRestoreDecisionTests`). `Transfer.restore`
+/// reads the state and carries the decision out (hashing, cutting the file).
+extension Transfer {
+    /// How a partial file is picked up.
+    enum RestoreDecision: Sendable, Equatable {
+        /// Its bytes cannot be used: from byte 0, after the warning if there is one.
+        case startOver(warning: String?)
+        /// Its bytes are used as the plan says.
+        case resume(RestorePlan)
+    }
+
+    /// How a partial file continues.
+    struct RestorePlan: Sendable, Equatable {
+        /// The version the bytes belong to, completed by what HEAD said.
+        var metadata: ResourceMetadata
+        /// The file changed since its state was saved (bytes written after it before a crash, a power loss, an edit):
+        /// its first `hashedLength` bytes are hashed again and must give the saved hash, else it starts over.
+        var checksPrefix: Bool
+        /// The bytes kept from byte 0: the whole file, or after a restart of the machine only the synced bytes the
+        /// state counts (the page cache that held the rest is gone). Listed segments were synced and are kept.
+        var keptLength: Int64
+        /// The ranges written after the hashed bytes, for a file fetched in segments.
+        var segments: [Range<Int64>]?
+        /// What the user is told (a server whose ETags proved unreliable).
+        var warnings: [String] = []
+    }
+
+    /// Decides how a partial file is picked up.
+    /// - Parameters:
+    ///   - saved: its saved state (valid: its own checksum matched).
+    ///   - identity: the partial file as it is now.
+    ///   - probe: what HEAD said, if it was asked and answered.
+    ///   - boot: this machine's boot (`Boot.identifier`).
+    ///   - name: the partial file's name, for the warnings.
+    /// - Returns: start over, or resume with a plan.
+    static func decideRestore(
+        saved: PartialState, identity: FileIdentity, probe: Probe?, boot: String?, name: String
+    ) -> RestoreDecision {
+        var metadata = ResourceMetadata()
+        metadata.validators = saved.validators
+        metadata.totalLength = saved.totalLength
+        metadata.ignoresETag = saved.ignoresETag
+        var warnings: [String] = []
+        if let probe {
+            // The rule every continuation's response meets (`ResourceMetadata.compare`).
+            switch metadata.compare(
+                probe.validators.ignoringETag(metadata.ignoresETag), completeLength: probe.totalLength)
+            {
+            case .same: break
+            case .otherETag(let reason):
+                warnings.append(reason)
+                metadata.ignoreETags()
+            case .changed(let reason):
+                return .startOver(warning: "\(reason); starting from byte 0")
+            }
+            if metadata.validators.isEmpty { metadata.validators = probe.validators.ignoringETag(metadata.ignoresETag) }
+        }
+        metadata.totalLength = metadata.totalLength ?? probe?.totalLength
+        metadata.rangesSupported = saved.rangesSupported && (probe?.acceptsRanges ?? true)
+        metadata.suggestedFilename = saved.suggestedFilename ?? probe?.suggestedFilename
+        metadata.announced = saved.announced.isEmpty ? (probe?.announced ?? []) : saved.announced
+        metadata.restartedAfterMismatch = saved.restartedAfterMismatch
+        if let total = metadata.totalLength, identity.size > total {
+            return .startOver(warning: "\(name) is longer than the resource; starting from byte 0")
+        }
+        guard saved.hashedLength <= identity.size else {
+            return .startOver(warning: "\(name) is shorter than its saved state; starting from byte 0")
+        }
+        if let segments = saved.segments {
+            guard let total = metadata.totalLength,
+                segmentsAreValid(segments, after: saved.hashedLength, within: min(identity.size, total))
+            else {
+                return .startOver(warning: "the saved segments of \(name) do not fit the file; starting from byte 0")
+            }
+        }
+        // As the state left it, or never hashed (nothing to check it with: the receipt then says so).
+        let checksPrefix = saved.file != identity && saved.hash != nil
+        let sameBoot = saved.boot != nil && saved.boot == boot
+        let keptLength = checksPrefix && !sameBoot && saved.segments == nil ? saved.hashedLength : identity.size
+        return .resume(
+            RestorePlan(
+                metadata: metadata, checksPrefix: checksPrefix, keptLength: keptLength, segments: saved.segments,
+                warnings: warnings))
+    }
+
+    /// Whether a saved segment list can describe the file: non-empty ranges inside its length, sorted and apart, the
+    /// first starting no earlier than the hashed bytes end (a file not hashed lists its first bytes from 0).
+    static func segmentsAreValid(_ segments: [Range<Int64>], after hashed: Int64, within length: Int64) -> Bool {
+        var previousEnd: Int64?
+        for range in segments {
+            guard !range.isEmpty, range.lowerBound >= hashed, range.upperBound <= length,
+                previousEnd.map({ range.lowerBound > $0 }) ?? true
+            else { return false }
+            previousEnd = range.upperBound
+        }
+        return true
+    }
+}
+
+extension Transfer {
+    /// Whether HEAD proves a delivered file is the server's current version: only a proof counts — the same strong
+    /// ETag or Last-Modified date — and the same length.
+    static func isCurrent(_ record: FileRecord, probe: Probe) -> Bool {
+        record.validators.proves(probe.validators) && (probe.totalLength.map { $0 == record.length } ?? true)
+    }
+
+    /// The reuse rule as a value: whether the file an earlier download of the URL delivered answers this one, from
+    /// what HEAD said and the file's digest (`reuse(_:expected:)` carries it out).
+    /// - Parameters:
+    ///   - record: what the file was when it was delivered.
+    ///   - probe: what HEAD says now.
+    ///   - checksum: the file's digest in the algorithm wanted (the recorded one, or hashed again for an expectation).
+    ///   - expected: the checksum the caller expects, if any.
+    ///   - hashes: whether downloads are hashed without an expectation (`DownloadOptions.computesChecksum`).
+    /// - Returns: how the file is verified when it answers; `nil` when it does not (it is downloaded again and
+    ///   replaced once verified).
+    static func decideReuse(
+        record: FileRecord, probe: Probe, checksum: Checksum?, expected: Checksum?, hashes: Bool
+    ) -> Verification? {
+        guard isCurrent(record, probe: probe) else { return nil }
+        let target = expected ?? probe.announced.first { $0.algorithm == checksum?.algorithm }
+        if let target, target != checksum { return nil }
+        guard let checksum else { return hashes || expected != nil ? nil : .lengthOnly }
+        return target != nil ? .checksum(checksum) : .computed(checksum)
+    }
+}
+
+/// A rerun after success costs a HEAD at most: the file an earlier download of the URL delivered carries a
+/// `FileRecord`, and the server's answer to HEAD says whether it is still the current version.
+extension Transfer {
+    /// A file an earlier download of this URL delivered, where it can be known before any request: the destination,
+    /// or the name the URL gives in the completed area (a name from `Content-Disposition` is learnt only from a
+    /// response; such files are recognised after their first request, as identical, instead).
+    struct DeliveredFile: Sendable {
+        var url: URL
+        var record: FileRecord
+        var identity: FileIdentity
+    }
+
+    /// The file this URL delivered, if there is one and it still holds the recorded content: the same identity,
+    /// or, if it was touched, the same digest when hashed again (locally). A file changed since is the user's now:
+    /// never reused, never replaced.
+    func deliveredFile() -> DeliveredFile? {
+        let target = URL(fileURLWithPath: directory.deliveredFilePath(of: url, options: options), isDirectory: false)
+        guard directory.claims.owner(of: target).map({ $0 == url }) ?? true,
+            let (record, identity) = FileRecord.read(at: target, for: url), identity.size == record.length
+        else { return nil }
+        if identity != record.file {
+            guard let recorded = record.checksum,
+                (try? FileDigest.checksum(of: target, algorithm: recorded.algorithm)) == recorded
+            else { return nil }
+        }
+        return DeliveredFile(url: target, record: record, identity: identity)
+    }
+
+    /// Answers with the recorded file when HEAD proves the server still has its version (same strong ETag or
+    /// Last-Modified date, same length), with its digest (hashed again when another algorithm is expected).
+    /// - Returns: the result, or `nil` when the server's version is another or that cannot be proved (the file is
+    ///   then downloaded again and replaced once verified); and what HEAD said.
+    func reuse(
+        _ file: DeliveredFile, expected: Checksum?
+    ) async throws(DownloadError) -> (result: TransferResult?, probe: Probe?) {
+        guard let probe = try await probe() else { return (nil, nil) }
+        var checksum = file.record.checksum
+        // Hashed again only for a file HEAD proves current (`decideReuse` would refuse any other).
+        if let expected, checksum?.algorithm != expected.algorithm, Self.isCurrent(file.record, probe: probe) {
+            let path = file.url
+            checksum = await Blocking.run { try? FileDigest.checksum(of: path, algorithm: expected.algorithm) }
+        }
+        guard
+            let verification = Self.decideReuse(
+                record: file.record, probe: probe, checksum: checksum, expected: expected,
+                hashes: options.computesChecksum),
+            directory.claims.claim(file.url, for: url)  // else another download's now
+        else { return (nil, probe) }
+        let result = TransferResult(
+            fileURL: file.url, checksum: checksum, verification: verification, length: file.record.length,
+            resumedBytes: file.record.length, receivedBytes: 0, suggestedFilename: probe.suggestedFilename)
+        return (result, probe)
+    }
+
+    /// Records what the verified partial file is before it is placed (the inode keeps the attributes when it moves).
+    func recordFile(_ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?) {
+        guard let fd = try? pipeline.files.openPartial(.read) else { return }
+        defer { _ = closeDescriptor(fd) }
+        guard let identity = FileIdentity(descriptor: fd), !metadata.validators.isEmpty else { return }
+        FileRecord.write(
+            FileRecord(validators: metadata.validators, length: pipeline.offset, checksum: checksum, file: identity),
+            of: url, to: fd)
+    }
+
+    /// Records the verified partial file (`FileRecord`), moves it into the completed area and forgets its saved
+    /// state.
+    /// - Parameter replacing: a file of this URL's that the verified one replaces, if any.
+    func complete(
+        _ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?, replacing: URL?
+    ) throws(DownloadError) -> URL {
+        recordFile(pipeline, metadata: metadata, checksum: checksum)
+        let target: FilePlacement.Target
+        if let replacing, options.destination == nil {
+            target = .replace(replacing)
+        } else {
+            target = directory.placementTarget(for: options, url: url, suggested: metadata.suggestedFilename)
+        }
+        if let destination = options.destination {
+            do {
+                try FileManager.default.createDirectory(
+                    at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            } catch {
+                throw .fileSystem(
+                    url, reason: "cannot create the folder of \(destination.path): \(error.localizedDescription)")
+            }
+        }
+        let suggested = metadata.suggestedFilename
+        let file = try FilePlacement.place(
+            .partial(pipeline.files), at: target, length: pipeline.offset, checksum: checksum, downloadURL: url,
+            claims: directory.claims,
+            willClaim: { file in
+                observer.transferWillPlace(
+                    TransferPlacement(
+                        file: file, length: pipeline.offset, checksum: checksum, suggestedFilename: suggested))
+            })
+        pipeline.files.removeState()
+        return file
+    }
+}

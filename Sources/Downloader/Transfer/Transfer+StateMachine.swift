@@ -389,3 +389,218 @@ extension Transfer.StateMachine {
         return stop(.stop(.invalidResponse(url, reason: "internal error: \(event) in \(state)")))
     }
 }
+
+/// The words of `Transfer.StateMachine`: its settings, the request it asks for, what a request's sink reports, and
+/// the actions.
+extension Transfer.StateMachine {
+    /// The engine settings the decisions use: the transfer's configuration (its fields read through, as
+    /// `settings.windowSize`), and what the bandwidth limits allow.
+    @dynamicMemberLookup
+    struct Settings: Sendable, Equatable {
+        let configuration: Transfer.Configuration
+        /// The longest window the bandwidth limits allow (`nil`: no limit).
+        let limitedWindowSize: Int64?
+
+        init(_ configuration: Transfer.Configuration, limitedWindowSize: Int64? = nil) {
+            self.configuration = configuration
+            self.limitedWindowSize = limitedWindowSize
+        }
+
+        subscript<Value>(dynamicMember field: KeyPath<Transfer.Configuration, Value>) -> Value {
+            configuration[keyPath: field]
+        }
+
+        /// Whether a run's first request on a new connection asks for a whole window, cut short when slow
+        /// (`Transfer.Configuration.firstRequestBudget`).
+        var wholeFirstRequest: Bool { configuration.firstRequestBudget != nil }
+    }
+
+    /// One GET to send.
+    struct Window: Sendable, Equatable {
+        /// Where the URL redirected to earlier in this run (`nil`: the URL itself).
+        var target: URL?
+        /// The resume point: the first byte this window adds.
+        var start: Int64
+        /// Bytes before `start` asked for again and compared with the file's (no strong validator).
+        var overlap = 0
+        /// The last byte asked for (`nil`: no `Range` header, the whole resource).
+        var end: Int64?
+        /// The `If-Range` value, on a continuation.
+        var ifRange: String?
+        /// For a grown window, the most received bytes that may wait for the disk before it ends early.
+        var unwrittenLimit: Int64?
+        /// Whether the response must prove the version the file has (a continuation from a mirror without an
+        /// expected checksum): another version fails the request instead of starting the file again.
+        var sameVersionOnly = false
+        /// Whether it opens a connection with a whole window, to be cut short (`RequestEnd.cutShort`) if it would
+        /// spin long (`FirstRequestBudget`).
+        var cutWhenSlow = false
+
+        /// The first byte the `Range` header names.
+        var requestStart: Int64 { start - Int64(overlap) }
+        /// The bytes from `start` it asks for (`nil` without a `Range`).
+        var length: Int64? { end.map { $0 - start + 1 } }
+    }
+
+    /// What a request's sink saw, handed back when the request ended.
+    struct Report: Sendable {
+        /// The network side, after the request's accepted bytes.
+        var position: TransferPosition
+        var respondingURL: URL?
+        var isWholeStream = false
+        var isOtherVersion = false
+        /// Body bytes received, the overlap included.
+        var received: Int64 = 0
+        var peakUnwritten: Int64 = 0
+        var hashFellBehind = false
+    }
+
+    /// What the executor does next; the comment says which event answers it. (Errors compare by their code.)
+    enum Action: Sendable, Equatable {
+        /// Nothing to carry out: `next(warmConnection:)` (or `cancel()` when the task was cancelled).
+        case proceed
+        /// Send this GET; `requestEnded(_:report:)`.
+        case request(Window)
+        /// Fetch every missing byte over several connections: `startSegments()`, then its events until every connection
+        /// is idle; `segmentsEnded()`.
+        case fetchSegments(connections: Int)
+        /// Empty the partial file and the hash (`DiskCommand.startOver`) and save this metadata, telling the caller
+        /// why (`reason`, a warning); then `proceed`.
+        case startOver(announced: [Checksum], metadata: ResourceMetadata, reason: String)
+        /// Tell the user (bytes were not used, or ranges given up); then `proceed`.
+        case warn(String)
+        /// Save this checkpoint, if any, and wait until the disk is past the middle of the last window;
+        /// `diskPassedMark(failure:)`.
+        case waitForDisk(checkpoint: ResourceMetadata?)
+        /// Wait until everything received is written, then save this metadata; `diskPassedMark(failure:)`.
+        case drainThenCheckpoint(ResourceMetadata)
+        /// Every byte is in: check lengths and the digest; `digestChecked(mismatch:)`.
+        case verify
+        /// The file is right: move it into the completed area.
+        case place
+        /// End early, keeping the partial file and its state for the next run.
+        case stop(DownloadError)
+        /// End early, deleting the partial file (nothing in it can be used again).
+        case discard(DownloadError)
+    }
+}
+
+extension Transfer.StateMachine {
+    /// When a window's request ends before its last byte: the one rule the request's sink applies to every body chunk,
+    /// as a value, tested without sockets (`TransferWindowEndTests`).
+    ///
+    /// A request ends early in three cases, and in each it only stops *asking*: the bytes that already reached the
+    /// process are kept and written (`WindowSink.keepsData(after:)`), and the machine asks for the rest from where they
+    /// end.
+    /// - **The disk is behind a whole body.** URLSession on Linux cannot slow a response, so while a response streams a
+    ///   whole file, bytes that wait to be written are memory. Up to `softUnwritten` they wait. Beyond it, a server that
+    ///   can resume (Range with a validator) is asked for the rest in windows (`diskBehind`: each window waits for the
+    ///   disk). One that cannot gets `behindGrace` for the disk to come back under `softUnwritten` — a writeback burst or
+    ///   a journal commit — as long as no more than `hardUnwritten` wait; past either, the download fails clearly
+    ///   (`cannotWait`) rather than hold the file in memory.
+    /// - **A grown window while the disk slows down** (`grownLimit`, see `WindowSizing`): the rest comes in windows of
+    ///   the base size (`diskBehind`).
+    /// - **A slow first request on a new connection** (`FirstRequestBudget`): `cutShort`, the rest on a new connection.
+    struct WindowEndRule: Sendable {
+        /// What a chunk's arrival decides.
+        enum Verdict: Equatable, Sendable {
+            /// Go on.
+            case proceed
+            /// End here; the rest in windows the disk keeps up with.
+            case diskBehind
+            /// End here; the rest on a new connection.
+            case cutShort
+            /// The disk stayed behind a body that cannot be resumed for longer than the rule allows: fail.
+            case cannotWait
+        }
+
+        /// Unwritten bytes a whole body may leave waiting without a second thought.
+        var softUnwritten: Int64
+        /// Unwritten bytes a body that cannot be resumed may never exceed.
+        var hardUnwritten: Int64
+        /// How long, in nanoseconds, a body that cannot be resumed may stay beyond `softUnwritten`.
+        var behindGrace: UInt64
+        /// For a window grown past the base size, the unwritten bytes at which it ends (`nil`: not grown).
+        var grownLimit: Int64?
+        /// For a run's first request on a new connection, when to cut it (`nil` once judged, or for any other).
+        var firstRequestBudget: FirstRequestBudget?
+        /// Since when (nanoseconds) a body that cannot be resumed is beyond `softUnwritten`.
+        private(set) var behindSince: UInt64?
+
+        init(
+            softUnwritten: Int64, hardUnwritten: Int64? = nil, behindGrace: UInt64 = 1_000_000_000,
+            grownLimit: Int64? = nil, firstRequestBudget: FirstRequestBudget? = nil
+        ) {
+            self.softUnwritten = softUnwritten
+            self.hardUnwritten = hardUnwritten ?? softUnwritten + softUnwritten / 2
+            self.behindGrace = behindGrace
+            self.grownLimit = grownLimit
+            self.firstRequestBudget = firstRequestBudget
+        }
+
+        /// What one request's response is, for the rule.
+        struct Response: Equatable, Sendable {
+            /// It streams the whole file (a 200).
+            var isWholeStream: Bool
+            /// A later request could continue it (Range with a validator to send as `If-Range`, and a known length).
+            var resumable: Bool
+            /// The body's length, when announced.
+            var expectedBodyLength: Int64?
+        }
+
+        /// A body chunk arrived (and was sent to the disk).
+        /// - Parameters:
+        ///   - received: body bytes of this request so far, this chunk's included.
+        ///   - unwritten: bytes that wait to be written now.
+        ///   - response: what the response is.
+        ///   - now: reads a monotonic clock (nanoseconds); called only while a decision needs the time.
+        /// - Returns: whether the request goes on.
+        mutating func chunkArrived(
+            received: Int64, unwritten: Int64, response: Response, now: () -> UInt64
+        ) -> Verdict {
+            if response.isWholeStream {
+                if unwritten <= softUnwritten {
+                    behindSince = nil
+                } else if response.resumable {
+                    return .diskBehind
+                } else {
+                    let time = now()
+                    let since = behindSince ?? time
+                    behindSince = since
+                    if unwritten > hardUnwritten || time - since > behindGrace { return .cannotWait }
+                }
+            }
+            if let grownLimit, !response.isWholeStream, unwritten > grownLimit { return .diskBehind }
+            guard firstRequestBudget != nil else { return .proceed }
+            return spentFirstRequestBudget(received: received, response: response, now: now()) ? .cutShort : .proceed
+        }
+
+        /// Once the request ended early, the most unwritten bytes up to which the bytes that still arrive are kept
+        /// (they reached the process already; beyond this they are dropped and asked for again): twice the limit that
+        /// ended a grown window, else the hard limit of a whole body.
+        var lateDataLimit: Int64 { grownLimit.map { 2 * $0 } ?? hardUnwritten }
+
+        /// The time the first request's budget must be judged at although no bytes come (a monotonic time in
+        /// nanoseconds).
+        var judgementTime: UInt64? { firstRequestBudget?.judgementTime }
+
+        /// That time came.
+        mutating func judge(received: Int64, response: Response, now: UInt64) -> Verdict {
+            spentFirstRequestBudget(received: received, response: response, now: now) ? .cutShort : .proceed
+        }
+
+        /// Whether this request, a run's first on a new connection, would spin a core for long and ends here
+        /// (`FirstRequestBudget`). Only a ranged response of known length is cut: its rest can be asked for.
+        private mutating func spentFirstRequestBudget(received: Int64, response: Response, now: UInt64) -> Bool {
+            guard var budget = firstRequestBudget else { return false }
+            guard let expected = response.expectedBodyLength, !response.isWholeStream else {
+                firstRequestBudget = nil
+                return false
+            }
+            let cut = budget.bodyArrived(received: received, left: expected - received, now: now)
+            firstRequestBudget = budget.isDecided ? nil : budget
+            return cut
+        }
+    }
+
+}

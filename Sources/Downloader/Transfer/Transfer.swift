@@ -257,3 +257,289 @@ final class Transfer: Sendable {
         }
     }
 }
+
+/// What a transfer's requests carry, and where they go.
+extension Transfer {
+    /// How many bytes before the resume point a request without a strong validator asks for again, to compare: a
+    /// change that leaves these bytes equal would go unnoticed (the residual risk, in the Verification article).
+    static let continuityCheckLength = 64 << 10
+
+    /// Whether a window sent to the redirect target goes back to the original URL after `error`: 401, 403, 404 and
+    /// 410 (an expired signed URL, an object moved on the CDN).
+    static func sendsBackToOriginal(_ error: DownloadError) -> Bool {
+        guard error == .httpStatus, let status = error.statusCode else { return false }
+        return [401, 403, 404, 410].contains(status)
+    }
+
+    /// The download's mirrors that can be used: http or https URLs other than the URL itself, each once.
+    var mirrors: [URL] {
+        var seen: Set<URL> = [url]
+        return options.mirrors.filter { mirror in
+            (try? mirror.validateForDownload()) != nil && seen.insert(mirror).inserted
+        }
+    }
+
+    /// What the user is told when a failed request sends the download on to a mirror.
+    static func switchingMessage(after error: DownloadError, to mirror: URL) -> String {
+        "\(error.localizedDescription); going on from mirror \(mirror.redactedAbsoluteString)"
+    }
+
+    /// A GET for the URL with the user's headers and `Accept-Encoding: identity` (a compressed body would break
+    /// byte offsets).
+    func makeRequest(to target: URL? = nil) -> URLRequest {
+        var request = URLRequest(url: target ?? url)
+        request.cachePolicy = .reloadIgnoringLocalCacheData
+        // Credentials stay with their origin, as on a redirect (`RedirectChain.originBoundHeaders`).
+        let sameOrigin = target.map { RedirectChain.isSameOrigin($0, url) } ?? true
+        for (name, value) in options.headers
+        where sameOrigin
+            || !RedirectChain.originBoundHeaders.contains(where: { $0.caseInsensitiveCompare(name) == .orderedSame })
+        {
+            request.setValue(value, forHTTPHeaderField: name)
+        }
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        #if !canImport(FoundationNetworking)
+            Self.moveUserInfoToAuthorization(&request)
+        #endif
+        return request
+    }
+
+    /// Moves a URL's user and password into an `Authorization: Basic` header, and out of the URL. Apple's URLSession
+    /// sends URL credentials only in answer to a `401` (curl, and so Linux's URLSession, send them with the first
+    /// request); with the header, both send them at once. The header is origin-bound: a redirect to another origin
+    /// drops it (`RedirectChain.originBoundHeaders`). A request with an `Authorization` of its own keeps it.
+    static func moveUserInfoToAuthorization(_ request: inout URLRequest) {
+        // URLComponents decodes both (URL.password stays percent-encoded on Linux).
+        guard let url = request.url, url.hasCredentials,
+            let components = URLComponents(url: url, resolvingAgainstBaseURL: false), let user = components.user,
+            !user.isEmpty
+        else { return }
+        if request.value(forHTTPHeaderField: "Authorization") == nil {
+            let credential = DownloadCredential(user: user, password: components.password ?? "")
+            request.setValue(credential.basicAuthorization, forHTTPHeaderField: "Authorization")
+        }
+        request.url = url.withoutCredentials
+    }
+}
+
+/// The executor's steps for `StateMachine` actions that touch the network or the disk: a window's request, the check
+/// of the whole file, its move into the completed area, and an early end.
+extension Transfer {
+    /// Sends one window's GET and tells the machine how it ended.
+    /// - Returns: the machine's next action, and the fence that opens when the disk is past the window's middle.
+    func send(
+        _ window: StateMachine.Window, pipeline: DiskPipeline, machine: inout StateMachine
+    ) async throws(DownloadError) -> (StateMachine.Action, DiskFence?) {
+        var request = makeRequest(to: window.target)
+        let overlap =
+            window.overlap > 0 ? try await lastBytes(pipeline, machine.position, count: window.overlap) : Data()
+        if let end = window.end {
+            request.setValue("bytes=\(window.requestStart)-\(end)", forHTTPHeaderField: "Range")
+            if let ifRange = window.ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
+            // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
+            for limiter in limiters {
+                do {
+                    try await limiter.wait(for: end - window.requestStart + 1)
+                } catch {
+                    return (machine.cancel(), nil)
+                }
+            }
+        }
+        let sink = WindowSink(
+            pipeline: pipeline, position: machine.position, start: window.requestStart, end: window.end,
+            ranged: window.end != nil, overlap: overlap, checkpointInterval: configuration.windowSize,
+            maximumUnwritten: configuration.maximumUnwrittenBytes, behindGrace: configuration.diskBehindGrace,
+            grownWindowLimit: window.unwrittenLimit,
+            sameVersionOnly: window.sameVersionOnly,
+            firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
+        let end = await perform(request, sink: sink)
+        if case .diskBehind = end {
+            note(
+                "the disk fell behind the network: the response ended early (what arrived is kept); the rest comes "
+                    + "in windows")
+        }
+        if sink.isOtherVersion {
+            warn("the server sent another version of the file in place of the rest; it replaces it from byte 0")
+        }
+        // The request has ended: the network side is the machine's again.
+        let report = StateMachine.Report(
+            position: sink.position, respondingURL: sink.respondingURL, isWholeStream: sink.isWholeStream,
+            isOtherVersion: sink.isOtherVersion, received: sink.received, peakUnwritten: sink.peakUnwritten,
+            hashFellBehind: sink.hashFellBehind)
+        return (machine.requestEnded(end, report: report), sink.halfway)
+    }
+
+    /// Lets the disk finish, checks the file's length and finishes its digest.
+    /// - Returns: the digest, and the checksum error when it differs from the caller's expectation (else from a
+    ///   checksum the server announced in the algorithm that was hashed).
+    /// - Throws: the disk's failure, or a file whose length is not the one announced or written.
+    func verify(
+        _ pipeline: DiskPipeline, metadata: ResourceMetadata, expected: Checksum?
+    ) async throws(DownloadError) -> (computed: Checksum?, mismatch: DownloadError?) {
+        if let failure = await pipeline.drained() { throw failure }
+        pipeline.closeFile()
+        let computed = pipeline.hash?.finalize()
+        if let total = metadata.totalLength, total != pipeline.offset {
+            throw .invalidResponse(url, reason: "the file has \(pipeline.offset) bytes, the server announced \(total)")
+        }
+        // The digest covers the bytes as they arrived; the file must hold exactly those.
+        if let onDisk = pipeline.files.partialSize, onDisk != pipeline.offset {
+            pipeline.discardFiles()
+            throw .fileSystem(url, reason: "the partial file has \(onDisk) bytes where \(pipeline.offset) were written")
+        }
+        guard let computed, let target = target(expected, metadata: metadata, computed: computed), target != computed
+        else { return (computed, nil) }
+        return (computed, .checksumMismatch(url, expected: target, actual: computed))
+    }
+
+    /// Moves the verified file into the completed area.
+    /// - Returns: what the transfer produced.
+    func place(
+        _ pipeline: DiskPipeline, machine: StateMachine, checksum computed: Checksum?, expected: Checksum?,
+        resumedBytes: Int64, replacing: URL?
+    ) throws(DownloadError) -> TransferResult {
+        let metadata = machine.position.metadata
+        let verification: Verification =
+            if let computed {
+                target(expected, metadata: metadata, computed: computed) == nil
+                    ? .computed(computed) : .checksum(computed)
+            } else {
+                metadata.totalLength != nil ? .lengthOnly : .unverified
+            }
+        let fileURL: URL
+        do {
+            fileURL = try complete(pipeline, metadata: metadata, checksum: computed, replacing: replacing)
+        } catch {
+            // The file is whole and verified: a later run only has to move it.
+            try? pipeline.checkpoint(metadata, segments: pipeline.segmentsToSave)
+            throw error
+        }
+        return TransferResult(
+            fileURL: fileURL, checksum: computed, verification: verification, length: pipeline.offset,
+            resumedBytes: resumedBytes, receivedBytes: pipeline.receivedThisRun,
+            suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: pipeline.peakBufferedBytes,
+            peakUnwrittenBytes: machine.peakUnwritten)
+    }
+
+    /// What the digest is compared with: the caller's expectation, else a checksum the server announced in the
+    /// algorithm that was hashed.
+    private func target(_ expected: Checksum?, metadata: ResourceMetadata, computed: Checksum) -> Checksum? {
+        expected ?? metadata.announced.first { $0.algorithm == computed.algorithm }
+    }
+
+    /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run (or, when no byte
+    /// arrived — a 404, a refused connection — leaves nothing behind) and throws. Bytes of a server that ignores
+    /// Range are worth nothing to a later request (it streams the file from byte 0 again): they are given up at once,
+    /// neither written to the end, hashed nor synced (`DiskPipeline.abandon`).
+    func stop(
+        _ pipeline: DiskPipeline, _ position: TransferPosition, with error: DownloadError
+    ) async throws(DownloadError) -> Never {
+        if !position.metadata.rangesSupported {
+            await pipeline.abandon(position.metadata)
+            throw error
+        }
+        let diskFailure = await pipeline.drained()
+        let metadata = position.metadata
+        await Blocking.run {
+            if pipeline.offset == 0 {
+                pipeline.discardFiles()
+            } else {
+                if diskFailure != nil { pipeline.catchUpAfterFailure() }
+                try? pipeline.checkpoint(metadata, segments: pipeline.segmentsToSave)
+            }
+        }
+        throw diskFailure ?? error
+    }
+}
+
+/// Fetching the rest of a file over several connections at once (`DownloadOptions.connections`): a server that caps
+/// each connection's speed at R then serves about N·R.
+extension Transfer {
+    /// The connections this transfer asks for: the download's own choice, else the engine's default, within 1...16.
+    var requestedConnections: Int {
+        min(Self.maximumConnections, max(1, options.connections ?? configuration.connections))
+    }
+
+    /// The most connections one download opens (aria2 has the same cap).
+    static let maximumConnections = 16
+
+    /// What ended for one connection of a segmented fetch.
+    private enum SegmentEvent: Sendable {
+        /// Its request ended; the fence opens when the disk is past the window's middle.
+        case ended(connection: Int, end: RequestEnd, received: Int64, halfway: DiskFence?)
+        /// It waited for the disk.
+        case diskPassed(connection: Int)
+    }
+
+    /// Carries out a segmented fetch (`.fetchSegments`): each connection's request or wait for the disk is a child
+    /// task doing I/O only; every decision is the machine's, taken here, one event at a time.
+    /// - Returns: the machine's next action once every connection is idle.
+    func fetchSegments(_ pipeline: DiskPipeline, machine: inout StateMachine) async -> StateMachine.Action {
+        // The state says "segments" before any is written (`DiskPipeline.beginSegments`); a disk failure here fails
+        // the writes that follow, and with them the fetch.
+        if await pipeline.drained() == nil, !pipeline.segmented {
+            do throws(DownloadError) {
+                try pipeline.beginSegments(machine.position.metadata)
+            } catch {
+                pipeline.fail(error)
+            }
+        }
+        await withTaskGroup(of: SegmentEvent.self) { group in
+            var halfway: [Int: DiskFence] = [:]
+            let known = machine.position.metadata
+            var actions = machine.startSegments()
+            while true {
+                for action in actions {
+                    switch action {
+                    case .request(let connection, let range, let target, let ifRange):
+                        group.addTask {
+                            await self.requestSegment(
+                                range, on: connection, from: target, ifRange: ifRange, pipeline: pipeline, known: known)
+                        }
+                    case .waitForDisk(let connection, let checkpoint):
+                        pipeline.send(.checkpoint(checkpoint))
+                        let fence = halfway.removeValue(forKey: connection) ?? pipeline.fence()
+                        group.addTask {
+                            await fence.wait()
+                            return .diskPassed(connection: connection)
+                        }
+                    case .warn(let reason):
+                        warn(reason)
+                    case .cancelRequests:
+                        group.cancelAll()
+                    }
+                }
+                guard let event = await group.next() else { break }
+                switch event {
+                case .ended(let connection, let end, let received, let fence):
+                    halfway[connection] = fence
+                    actions = machine.segmentEnded(connection: connection, end: end, received: received)
+                case .diskPassed(let connection):
+                    actions = machine.segmentDiskPassed(connection: connection, failure: pipeline.failure)
+                }
+            }
+        }
+        return machine.segmentsEnded()
+    }
+
+    /// One window's GET of a segmented fetch, after the bandwidth limits.
+    private func requestSegment(
+        _ range: Range<Int64>, on connection: Int, from target: URL?, ifRange: String?, pipeline: DiskPipeline,
+        known: ResourceMetadata
+    ) async -> SegmentEvent {
+        for limiter in limiters {
+            do {
+                try await limiter.wait(for: Int64(range.count))
+            } catch {
+                return .ended(connection: connection, end: .cancelled, received: 0, halfway: nil)
+            }
+        }
+        if Task.isCancelled { return .ended(connection: connection, end: .cancelled, received: 0, halfway: nil) }
+        var request = makeRequest(to: target)
+        request.setValue("bytes=\(range.lowerBound)-\(range.upperBound - 1)", forHTTPHeaderField: "Range")
+        if let ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
+        let sink = SegmentSink(pipeline: pipeline, range: range, known: known, windowSize: configuration.windowSize)
+        let end = await perform(request, sink: sink)
+        return .ended(connection: connection, end: end, received: sink.received, halfway: sink.halfway)
+    }
+}
