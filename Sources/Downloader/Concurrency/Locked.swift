@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// A value guarded by a lock, with the `withLock` shape of `Synchronization.Mutex`.
@@ -28,3 +29,72 @@ package final class Locked<Value> {
 
 // The lock serialises every access to `value`, so sharing it is safe exactly when the value itself may be sent.
 extension Locked: @unchecked Sendable where Value: Sendable {}
+
+/// State that one serial dispatch queue owns: code running on that queue reads and changes it, and so does the owner
+/// of the whole pipeline while every queue is idle (`isHandedOver`: before the first command, and after a drain).
+///
+/// The type states what a comment used to (`DiskPipeline`'s stages: issue #33); debug builds check it at every access
+/// (`dispatchPrecondition`), release builds pay nothing. Not a lock: the ordering comes from the queues themselves.
+final class QueueOwned<Value>: @unchecked Sendable {
+    private var stored: Value
+    private let queue: DispatchQueue
+    private let isHandedOver: @Sendable () -> Bool
+
+    /// Wraps `value`, owned by `queue`.
+    /// - Parameters:
+    ///   - value: the state.
+    ///   - queue: the serial queue that owns it.
+    ///   - isHandedOver: whether every stage is idle and the pipeline's owner may touch it from anywhere.
+    init(_ value: Value, ownedBy queue: DispatchQueue, isHandedOver: @escaping @Sendable () -> Bool) {
+        stored = value
+        self.queue = queue
+        self.isHandedOver = isHandedOver
+    }
+
+    /// The state, for its owner.
+    var value: Value {
+        _read {
+            checkOwner()
+            yield stored
+        }
+        _modify {
+            checkOwner()
+            yield &stored
+        }
+    }
+
+    /// The state without the check: for `deinit`, when nothing else can hold the pipeline.
+    var valueAtTheEnd: Value { stored }
+
+    @inline(__always)
+    private func checkOwner() {
+        #if DEBUG
+            if !isHandedOver() { dispatchPrecondition(condition: .onQueue(queue)) }
+        #endif
+    }
+}
+
+/// Blocking file work — hashing a partial file again, syncing it, moving or copying a file — on a Dispatch thread,
+/// never on one of the few cooperative threads that every task and the manager's actor share (two on two cores):
+/// transfers that hashed their partial files there after `kill -9` once held the manager's first answer for 1–2 s.
+enum Blocking {
+    /// Runs `body` on a Dispatch thread.
+    /// - Parameter body: the work; it may block.
+    /// - Returns: what `body` returned.
+    /// - Throws: what `body` threw.
+    static func run<Value: Sendable, Failure: Error>(
+        _ body: @escaping @Sendable () throws(Failure) -> Value
+    ) async throws(Failure) -> Value {
+        let result = await withCheckedContinuation {
+            (continuation: CheckedContinuation<Result<Value, Failure>, Never>) in
+            // A queue of its own, not a global one: a global queue runs at most about one item per core at once (on
+            // Linux, more only once its monitor sees threads blocked, a second or more later), so a few slow bodies
+            // (a sync, a hash of a large partial file) held every other transfer's restore before its first request
+            // (the suite saw transfers with no request for 120 s). A new serial queue gets a thread of its own.
+            DispatchQueue(label: "downloader.blocking", qos: .utility).async {
+                continuation.resume(returning: Result { () throws(Failure) -> Value in try body() })
+            }
+        }
+        return try result.get()
+    }
+}
