@@ -53,7 +53,7 @@ final class DownloadManagerSegmentTests: Sendable {
         // The segments after the first window are held until the test opens the gate.
         let url = server.url("/bytes/counted?size=\(size)&gate=counted&gateSize=1000&gateFrom=16384")
         let download = Task { try await manager.download(url) }
-        let deadline = ContinuousClock.now + .seconds(300)  // a deadline, not a bound
+        let deadline = TestTime.deadline(in: .seconds(300))  // a bound, not a pace
         var seen = 0
         while seen < 4 && ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(20))

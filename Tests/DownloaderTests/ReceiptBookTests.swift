@@ -54,7 +54,11 @@ struct ReceiptBookTests {
             var book = ReceiptBook<Int>(identify: { "id\($0)" })
             var model: [Int] = []  // live keys in insertion order
             var next = 0
-            for _ in 0..<300 {
+            // The identifier index is built by the first look-up, at a random step (or only at the end), and kept
+            // through the inserts and removals after it.
+            let firstLookUp = Int(random.next() % 400)
+            for step in 0..<300 {
+                if step == firstLookUp { _ = book.key(identifiedBy: "id0") }
                 switch random.next() % 3 {
                 case 0, 1:
                     book[next] = Self.record(next)

@@ -10,8 +10,10 @@ struct ReceiptBook<Key: Hashable> {
     private var serials: [Int] = []
     private var nextSerial = 0
     private var position: [Key: Int] = [:]
-    /// Keys by their identifier (`DownloadReceipt.identifier`), kept when `identify` is given.
-    private var identified: [String: Key] = [:]
+    /// Keys by their identifier (`DownloadReceipt.identifier`), when `identify` is given: built by the first
+    /// `key(identifiedBy:)` and kept from then on. Not built before: an identifier is an MD5 of the URL, which cost
+    /// every enqueue of a list runner that never looks one up (issue #52).
+    private var identified: [String: Key]?
     private let identify: (@Sendable (Key) -> String)?
 
     /// Creates an empty book.
@@ -23,8 +25,15 @@ struct ReceiptBook<Key: Hashable> {
     var count: Int { records.count }
 
     /// The key whose identifier is `identifier`, if it is in the book.
-    func key(identifiedBy identifier: String) -> Key? {
-        identified[identifier]
+    mutating func key(identifiedBy identifier: String) -> Key? {
+        guard let identify else { return nil }
+        if identified == nil {
+            var index: [String: Key] = [:]
+            index.reserveCapacity(records.count)
+            for case let key? in order { index[identify(key)] = key }
+            identified = index
+        }
+        return identified?[identifier]
     }
 
     subscript(key: Key) -> ReceiptRecord? {
@@ -32,14 +41,14 @@ struct ReceiptBook<Key: Hashable> {
         set {
             if let newValue {
                 if records.updateValue(newValue, forKey: key) == nil {
-                    if let identify { identified[identify(key)] = key }
+                    if let identify, identified != nil { identified?[identify(key)] = key }
                     position[key] = order.count
                     order.append(key)
                     serials.append(nextSerial)
                     nextSerial += 1
                 }
             } else if records.removeValue(forKey: key) != nil, let index = position.removeValue(forKey: key) {
-                if let identify { identified[identify(key)] = nil }
+                if let identify, identified != nil { identified?[identify(key)] = nil }
                 order[index] = nil
                 compactIfSparse()
             }
