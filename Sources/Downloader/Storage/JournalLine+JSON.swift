@@ -193,22 +193,38 @@ struct JSONText {
     }
 
     /// A JSON string: quotes, backslashes and control characters escaped, other UTF-8 as it is.
+    ///
+    /// The runs between escapes are appended whole (a journal line is mostly URLs and keys, which have none): byte by
+    /// byte, with a table of hex digits allocated on every call, this was a quarter of the journal's instructions
+    /// (issue #52).
     mutating func string(_ text: String) {
-        let hex = Array("0123456789abcdef".utf8)
         bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"):
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(byte)
-            case 0..<0x20:
-                bytes.append(contentsOf: Array("\\u00".utf8))
-                bytes.append(hex[Int(byte >> 4)])
-                bytes.append(hex[Int(byte & 0x0f)])
-            default:
-                bytes.append(byte)
+        var text = text
+        text.withUTF8 { utf8 in
+            var start = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                guard byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+                if byte < 0x20 {
+                    bytes.append(contentsOf: [
+                        UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                    ])
+                    bytes.append(Self.hexDigit(byte >> 4))
+                    bytes.append(Self.hexDigit(byte & 0x0f))
+                } else {
+                    bytes.append(UInt8(ascii: "\\"))
+                    bytes.append(byte)
+                }
+                start = index + 1
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A lowercase hex digit of a value below 16.
+    private static func hexDigit(_ value: UInt8) -> UInt8 {
+        value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
     }
 }
