@@ -6,7 +6,8 @@ let package = Package(
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .library(name: "Downloader", targets: ["Downloader"]),
-        .executable(name: "dl", targets: ["dl"]),
+        // The in-process test server, for the tests of the example packages (Examples/dl); not for applications.
+        .library(name: "HTTPTestServer", targets: ["HTTPTestServer"]),
         .executable(name: "downloader-demo", targets: ["downloader-demo"]),
     ],
     targets: [
@@ -17,7 +18,6 @@ let package = Package(
             path: "Tests/HTTPTestServer",
             exclude: ["README.md"]
         ),
-        .executableTarget(name: "dl", dependencies: ["Downloader"], path: "Examples/dl"),
         // The test server as a process of its own, for the reliability scripts.
         .executableTarget(name: "http-test-server", dependencies: ["HTTPTestServer"], path: "Tests/HTTPTestServerTool"),
         .executableTarget(
@@ -35,8 +35,9 @@ let package = Package(
         .testTarget(name: "HTTPTestServerTests", dependencies: ["HTTPTestServer", "Downloader"]),
         // The library as a dependent sees it: no `@testable import` (issue #51).
         .testTarget(name: "DownloaderAPITests", dependencies: ["Downloader", "HTTPTestServer"]),
-        // Runs the built `dl` binary as a child process; depending on it makes `swift test` build it.
-        .testTarget(name: "dlTests", dependencies: ["dl", "downloader-demo", "HTTPTestServer", "Downloader"]),
+        // Runs the built `downloader-demo` as a child process; depending on it makes `swift test` build it. (`dl`
+        // and its tests are a package of their own: Examples/dl.)
+        .testTarget(name: "DemoTests", dependencies: ["downloader-demo", "HTTPTestServer"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -12,8 +12,8 @@ SIZES=${1:-"2000 20000 100000"}
 RUNS=${2:-3}
 source ./nginx-workspace.sh
 swift build -c release --product urlsession-many > /dev/null
-(cd .. && swift build -c release --product dl > /dev/null)
-DL=$(cd .. && swift build -c release --show-bin-path)/dl
+(cd ../Examples/dl && swift build -c release --product dl > /dev/null)
+DL=$(cd ../Examples/dl && swift build -c release --show-bin-path)/dl
 FLOOR=$(swift build -c release --show-bin-path)/urlsession-many
 command -v aria2c > /dev/null || apt-get install -y -q aria2 > /dev/null
 

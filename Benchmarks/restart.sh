@@ -12,8 +12,8 @@ SIZE=${1:-100000}
 FRACTION=${2:-0.5}
 source ./nginx-workspace.sh
 if [ -z "${DL:-}" ]; then
-    (cd .. && swift build -c release --product dl > /dev/null)
-    DL=$(cd .. && swift build -c release --show-bin-path)/dl
+    (cd ../Examples/dl && swift build -c release --product dl > /dev/null)
+    DL=$(cd ../Examples/dl && swift build -c release --show-bin-path)/dl
 fi
 
 make_workspace restart

@@ -10,8 +10,8 @@ RTT=${1:-40}
 RATE=${2:-100}
 RUNS=${3:-5}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-swift build --package-path "$ROOT" -c release --product dl >&2
-DL="$(swift build --package-path "$ROOT" -c release --show-bin-path)/dl"
+swift build --package-path "$ROOT/Examples/dl" -c release --product dl >&2
+DL="$(swift build --package-path "$ROOT/Examples/dl" -c release --show-bin-path)/dl"
 swiftc -O -swift-version 6 "$ROOT/Benchmarks/Sources/latency-proxy/main.swift" -o /tmp/latency-proxy >&2
 # The platform's floor for one small file: URLSession alone, one data task, no disk (Benchmarks' urlsession-floor).
 HERE="$ROOT/Benchmarks"
@@ -54,7 +54,7 @@ if [[ -n "${DL_STATIC:-}" ]]; then
         ln -sf "$(ldconfig -p | awk '/libcurl.so.4 / {print $NF; exit}')" /tmp/downloader-curl-link/libcurl.so
         LINK=(-Xlinker -L/tmp/downloader-curl-link)
     fi
-    swift build --package-path "$ROOT" -c release --product dl --static-swift-stdlib --scratch-path "$ROOT/.build-static" \
+    swift build --package-path "$ROOT/Examples/dl" -c release --product dl --static-swift-stdlib --scratch-path "$ROOT/.build-static" \
         "${LINK[@]}" >&2
     CMD[dl-static-200k]="$ROOT/.build-static/release/dl -q -P \$OUT $BASE/small/f1.bin"
     NAMES+=(dl-static-200k)

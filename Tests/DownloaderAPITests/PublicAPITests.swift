@@ -49,6 +49,26 @@ final class PublicAPITests: Sendable {
         await #expect(throws: DownloadError.shutDown) { try await manager.download(url) }
     }
 
+    @Test("A 16 KiB first request when asked; a state folder read without a manager, as dl --list reads it")
+    func firstWindowAndSavedDownloads() async throws {
+        var configuration = DownloadManager.Configuration(directory: workspace.directory)
+        #expect(configuration.asksWholeFirstWindow)
+        configuration.asksWholeFirstWindow = false
+        #expect(!configuration.asksWholeFirstWindow)
+        let manager = try await DownloadManager.make(configuration: configuration)
+        let url = server.url("/bytes/saved.bin?size=100000")
+        _ = try await manager.download(url)
+        let gets = server.requests.filter { $0.path == "/bytes/saved.bin" && $0.method == "GET" }
+        #expect(gets.first?.range == "bytes=0-16383", "\(gets.map(\.range))")
+        await manager.shutdown()
+        let state = workspace.directory.appendingPathComponent(".downloader")
+        let (downloads, inUse) = DownloadManager.savedDownloads(in: state)
+        #expect(!inUse)
+        let saved = try #require(downloads.first)
+        #expect(downloads.count == 1 && saved.url == url && saved.state == .completed && saved.name == "saved.bin")
+        #expect(saved.bytesOnDisk == 100_000 && saved.totalBytes == 100_000)
+    }
+
     @Test("enqueue with a completion, suspend and resume by identifier, a wrong checksum's clear error")
     func enqueueAndControl() async throws {
         let manager = try await makeManager()

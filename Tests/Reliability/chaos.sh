@@ -4,7 +4,7 @@
 # DLChaosTests (its doc comment lists the invariants). Prints one line per trial; a failing trial prints how to replay
 # it (DL_CHAOS_SEED=SEED DL_CHAOS_ONLY=INDEX). CI runs 24 trials from seed 1.
 set -euo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../Examples/dl"
 TRIALS=${1:-200}
 SEED=${2:-$RANDOM}
 swift build -c release --product dl

@@ -10,7 +10,8 @@ SEED=${2:-1}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 RANDOM=$SEED
 
-swift build --package-path "$ROOT" --product dl >&2
+swift build --package-path "$ROOT/Examples/dl" --product dl >&2
+DL="$(swift build --package-path "$ROOT/Examples/dl" --show-bin-path)/dl"
 swift build --package-path "$ROOT" --product http-test-server >&2 2>/dev/null || swift build --package-path "$ROOT" --target http-test-server >&2
 BIN=$(swift build --package-path "$ROOT" --show-bin-path)
 WORK=$(mktemp -d /tmp/downloader-crash-loop.XXXXXX)
@@ -26,15 +27,15 @@ for i in $(seq 0 9); do URLS+=("http://127.0.0.1:$PORT/bytes/crash$i?size=$SIZE&
 
 survived=0
 for ((kill = 1; kill <= KILLS; kill++)); do
-    "$BIN/dl" --quiet --dir "$WORK/out" "${URLS[@]}" > /dev/null 2>&1 &
+    "$DL" --quiet --dir "$WORK/out" "${URLS[@]}" > /dev/null 2>&1 &
     pid=$!
     sleep "0.$((RANDOM % 9 + 1))"  # a random moment: this is the fault being injected, not synchronisation
     kill -9 "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
-    "$BIN/dl" --list --dir "$WORK/out" > /dev/null || { echo "receipts failed to load after kill $kill" >&2; exit 1; }
+    "$DL" --list --dir "$WORK/out" > /dev/null || { echo "receipts failed to load after kill $kill" >&2; exit 1; }
     survived=$((survived + 1))
 done
-"$BIN/dl" --quiet --dir "$WORK/out" "${URLS[@]}" > "$WORK/paths.txt"
+"$DL" --quiet --dir "$WORK/out" "${URLS[@]}" > "$WORK/paths.txt"
 
 corrupt=0
 for i in $(seq 0 9); do

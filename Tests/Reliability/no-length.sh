@@ -12,7 +12,8 @@ SIZE=${2:-209715200}
 LIMIT=${3:-64}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
-swift build --package-path "$ROOT" -c release --product dl >&2
+swift build --package-path "$ROOT/Examples/dl" -c release --product dl >&2
+DL="$(swift build --package-path "$ROOT/Examples/dl" -c release --show-bin-path)/dl"
 swift build --package-path "$ROOT" -c release --product http-test-server >&2
 BIN=$(swift build --package-path "$ROOT" -c release --show-bin-path)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/downloader-no-length.XXXXXX")
@@ -26,7 +27,7 @@ completed=0 over=0 low= high=
 for ((run = 1; run <= RUNS; run++)); do
     url="http://127.0.0.1:$PORT/bytes/nolength$run?size=$SIZE&length=none&norange=1"
     status=0
-    /usr/bin/time -f "%M" -o "$WORK/rss" "$BIN/dl" -q --dir "$WORK/out" "$url" > /dev/null 2> "$WORK/err" || status=$?
+    /usr/bin/time -f "%M" -o "$WORK/rss" "$DL" -q --dir "$WORK/out" "$url" > /dev/null 2> "$WORK/err" || status=$?
     rss=$(( $(tail -1 "$WORK/rss") / 1024 ))
     [[ $status == 0 ]] && completed=$((completed + 1))
     (( rss > LIMIT )) && over=$((over + 1))

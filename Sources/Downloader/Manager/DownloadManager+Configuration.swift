@@ -85,8 +85,18 @@ extension DownloadManager {
         package var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)
         /// When a run's first request, on a new connection, asks for a whole window (see
         /// `Transfer.Configuration.firstRequestBudget`); `nil`: it asks for 16 KiB. Package: tests written around
-        /// short first requests turn it off, and so does `dl` with `DL_FIRST_REQUEST_CUT=0`.
+        /// short first requests turn it off (`asksWholeFirstWindow`).
         package var firstRequestBudget = Transfer.Configuration().firstRequestBudget
+        /// Whether a fresh download's first request asks for a whole window, ended early when it is slow (default
+        /// `true`: a small file is one request); `false`: it asks for 16 KiB and the rest follows in windows, for a
+        /// server that pauses mid-body (`dl`'s `DL_FIRST_REQUEST_CUT=0`).
+        public var asksWholeFirstWindow: Bool {
+            get { firstRequestBudget != nil }
+            set {
+                firstRequestBudget =
+                    newValue ? (firstRequestBudget ?? Transfer.Configuration().firstRequestBudget) : nil
+            }
+        }
         /// Several connections are used only when at least twice this many bytes are missing
         /// (`Transfer.Configuration`). Internal: tests use small files.
         var minimumSegmentSize = Transfer.Configuration().minimumSegmentSize

@@ -12,31 +12,35 @@ import Foundation
 /// while another `dl` runs on the folder).
 extension DownloadManager {
     /// One download as its state folder records it.
-    package struct SavedDownload: Sendable, Equatable {
-        package let url: URL
+    public struct SavedDownload: Sendable, Equatable {
+        /// The download's URL (as requested; credentials are never saved).
+        public let url: URL
         /// The saved state; a download saved as queued or downloading whose folder no manager holds any more (its
         /// process was killed) is `.suspended`, as the next manager will find it.
-        package let state: DownloadState
+        public let state: DownloadState
         /// The file's name: where it went, else the name it will get (the server's or the URL's).
-        package let name: String
+        public let name: String
         /// The bytes on disk: the partial file's length, or the completed file's.
-        package let bytesOnDisk: Int64
-        package let totalBytes: Int64?
+        public let bytesOnDisk: Int64
+        /// The file's length, when the server said it.
+        public let totalBytes: Int64?
         /// Whether a rerun continues from the bytes on disk: `false` for an unfinished download whose server sends the
         /// whole body in one response (no Range, or no validator to send as `If-Range`) — the rerun fetches it again.
-        package var resumable = true
+        public var resumable = true
         /// It was asked with credentials, which are never saved: a rerun must give them again.
-        package var needsCredentials = false
+        public var needsCredentials = false
         /// What holds for it: its rate limit, connections and expected checksum (`nil`: none saved).
-        package var maximumBytesPerSecond: Int?
-        package var connections: Int?
-        package var expectedChecksum: Checksum?
+        public var maximumBytesPerSecond: Int?
+        /// Connections per file (`DownloadOptions.connections`).
+        public var connections: Int?
+        /// The checksum the file is checked against.
+        public var expectedChecksum: Checksum?
     }
 
     /// Reads the downloads a state folder records, in the order they were first requested.
     /// - Parameter stateDirectory: the state folder (`Configuration.stateDirectory`, `dl`'s `DIR/.dl`).
     /// - Returns: the downloads (none when there is no journal), and whether a manager holds the folder now.
-    package static func savedDownloads(in stateDirectory: URL) -> (downloads: [SavedDownload], inUse: Bool) {
+    public static func savedDownloads(in stateDirectory: URL) -> (downloads: [SavedDownload], inUse: Bool) {
         let inUse = isLocked(stateDirectory.appendingPathComponent("lock"))
         guard let data = readWithoutFollowing(stateDirectory.appendingPathComponent(ReceiptJournal.name)) else {
             return ([], inUse)

@@ -108,16 +108,6 @@ struct ScreenTests {
         }
     }
 
-    @Test("Flag suggestions: the edit distance and the closest flag")
-    func suggestions() {
-        #expect(Arguments.editDistance("kitten", "sitting") == 3)
-        #expect(Arguments.editDistance("", "abc") == 3 && Arguments.editDistance("abc", "") == 3)
-        #expect(Arguments.editDistance("--dir", "--dir") == 0)
-        #expect(Arguments.suggestion(for: "--limt-rate") == "--limit-rate")
-        #expect(Arguments.suggestion(for: "--chekcsum") == "--checksum")
-        #expect(Arguments.suggestion(for: "--frobnicate") == nil && Arguments.suggestion(for: "-z") == nil)
-    }
-
     @Test("Names that shorten to the same text stay distinct")
     func distinctNames() {
         let names = ["aaaaaaaaaaaaaaaa-x-bbbbbbbbbbbb", "aaaaaaaaaaaaaaaa-y-bbbbbbbbbbbb", "short"]

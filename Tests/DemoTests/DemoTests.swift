@@ -18,10 +18,19 @@ final class DemoTests: Sendable {
         workspace = try TestWorkspace(prefix: "demo-tests")
     }
 
-    func start(slowdown: Int = 1) throws -> DLProcess {
-        try DLProcess(
-            [], in: temporary, executable: DLProcess.built("downloader-demo"),
-            environment: ["TMPDIR": temporary.path, "DOWNLOADER_DEMO_SLOWDOWN": String(slowdown)])
+    func start(slowdown: Int = 1) throws -> SpawnedProcess {
+        let environment = ProcessInfo.processInfo.environment.merging([
+            "TMPDIR": temporary.path, "DOWNLOADER_DEMO_SLOWDOWN": String(slowdown),
+        ]) { $1 }
+        return try SpawnedProcess(
+            executable: BuiltProducts.url("downloader-demo"), arguments: [], environment: environment,
+            directory: temporary, inputPipe: false)
+    }
+
+    /// Waits for the demo to end (on a thread of its own): its status and stdout.
+    func outcome(of demo: SpawnedProcess) async -> (status: Int32, stdout: String) {
+        let status = await RawHTTPClient.onThread { demo.waitUntilExit() }
+        return (status, String(decoding: demo.output.stdout, as: UTF8.self))
     }
 
     func leftovers() -> [String] {
@@ -31,8 +40,8 @@ final class DemoTests: Sendable {
     @Test("A whole run verifies every file and deletes its workspace")
     func wholeRun() async throws {
         let demo = try start()
-        let outcome = await demo.wait()
-        #expect(outcome.status == 0, "\(outcome.stdout)\(outcome.stderr)")
+        let outcome = await outcome(of: demo)
+        #expect(outcome.status == 0, "\(outcome.stdout)\(String(decoding: demo.output.stderr, as: UTF8.self))")
         #expect(outcome.stdout.contains("Every file verified."))
         #expect(leftovers().isEmpty, "\(leftovers())")
     }
@@ -43,13 +52,15 @@ final class DemoTests: Sendable {
         // signal comes, however loaded the machine. At full speed a loaded machine let it finish before the test
         // looked, and once at twenty times slower (over a minute) too, beside the whole suite and a release build.
         let demo = try start(slowdown: 200)
-        #expect(await demo.waitForStdout(containing: "Downloader demo:"))
         // Some bytes are on disk: the workspace exists and holds partial files.
-        let deadline = ContinuousClock.now + .seconds(60)
-        while leftovers().isEmpty && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-        #expect(!leftovers().isEmpty)
+        let deadline = TestTime.deadline(in: .seconds(60))
+        func started() -> Bool {
+            String(decoding: demo.output.stdout, as: UTF8.self).contains("Downloader demo:") && !leftovers().isEmpty
+        }
+        while !started() && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+        #expect(started())
         demo.send(SIGINT)
-        let outcome = await demo.wait()
+        let outcome = await outcome(of: demo)
         #expect(outcome.status == 130, "\(outcome.stdout)")
         #expect(leftovers().isEmpty, "\(leftovers())")
     }

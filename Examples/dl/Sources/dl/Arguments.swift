@@ -82,190 +82,31 @@ struct Arguments {
     /// Parses `dl`'s arguments (without the program name).
     /// - Throws: `UsageError` for unknown flags, missing, empty or bad values, malformed URLs and unsupported schemes.
     static func parse(_ arguments: [String]) throws(UsageError) -> Arguments {
-        var result = Arguments()
-        var texts: [String] = []
-        var index = 0
-        var optionsEnded = false
-
-        func value(for flag: String, inline: String?) throws(UsageError) -> String {
-            let text: String
-            if let inline {
-                text = inline
-            } else {
-                index += 1
-                guard index < arguments.count else { throw UsageError(message: "\(flag) needs a value") }
-                text = arguments[index]
+        // swift-argument-parser reads `--dir=` as `--dir` and takes the next argument as its value.
+        for argument in arguments.prefix(while: { $0 != "--" }) where argument.hasPrefix("--") {
+            let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            if parts.count == 2 && parts[1].trimmingCharacters(in: .whitespaces).isEmpty {
+                throw UsageError(message: "\(parts[0]) needs a value, not an empty one")
             }
-            guard !text.trimmingCharacters(in: .whitespaces).isEmpty else {
-                throw UsageError(message: "\(flag) needs a value, not an empty one")
-            }
-            return text
         }
-
-        while index < arguments.count {
-            let argument = arguments[index]
-            if optionsEnded || !argument.hasPrefix("-") || argument == "-" {
-                texts.append(argument)
-                index += 1
-                continue
-            }
-            var flag = argument
-            var inline: String?
-            if argument.hasPrefix("--") {
-                let parts = argument.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-                flag = String(parts[0])
-                inline = parts.count == 2 ? String(parts[1]) : nil
-            } else if argument.count > 2, Self.shortFlagsWithValues.contains(String(argument.prefix(2))) {
-                flag = String(argument.prefix(2))  // wget's -Pdir, -Ofile, aria2's -x4, -j8, -ddir
-                inline = String(argument.dropFirst(2))
-            }
-            switch flag {
-            case "--":
-                optionsEnded = true
-            case "--dir", "-P", "--directory-prefix", "-d":
-                result.directory = try value(for: flag, inline: inline)
-                result.directoryGiven = true
-            case "--output", "-O", "--output-document":
-                let path = try value(for: flag, inline: inline)
-                result.output = path  // "-": the verified stream to stdout
-            case "--out", "-o":
-                let name = try value(for: flag, inline: inline)
-                let components = name.split(separator: "/")
-                guard !name.hasPrefix("/"), !components.contains(".."), !components.isEmpty else {
-                    throw UsageError(message: "\(flag) is a file name inside the folder (-O takes a path)")
-                }
-                result.outputName = name
-            case "--input-file", "-i":
-                result.input = try InputFeed(path: try value(for: flag, inline: inline), for: flag)
-            case "--continue", "-c":
-                break  // resuming is always on
-            case "--max-active", "-j", "--max-concurrent-downloads":
-                result.maximumActive = try integer(value(for: flag, inline: inline), for: flag, minimum: 1)
-            case "--lifo":
-                result.lifo = true
-            case "--md5":
-                let text = try value(for: flag, inline: inline)
-                guard Hashing.MD5Digest(hexString: text) != nil else {
-                    throw UsageError(message: "--md5 needs 32 hexadecimal digits, not \"\(text)\"")
-                }
-                result.md5 = text
-            case "--no-md5":
-                result.computesChecksum = false
-            case "--checksum":
-                let text = try value(for: flag, inline: inline)
-                do {
-                    result.checksum = try Checksum(parsing: text)
-                } catch {
-                    throw UsageError(message: "--checksum: \(error.reason)")
-                }
-            case "--checksum-file":
-                result.checksumFile = try ChecksumFile(
-                    parsing: readText(try value(for: flag, inline: inline), for: flag))
-            case "--checksum-optional":
-                result.checksumOptional = true
-            case "--header", "-H":
-                let (name, headerValue) = try header(value(for: flag, inline: inline), context: "--header")
-                result.headers[name] = headerValue
-            case "--user", "--http-user":
-                result.user = try value(for: flag, inline: inline)
-            case "--password", "--http-password":
-                result.password = try value(for: flag, inline: inline)
-            case "--password-file":
-                result.passwordFile = try value(for: flag, inline: inline)
-            case "--ask-password":
-                result.asksPassword = true
-            case "--netrc-file":
-                result.netrcFile = try value(for: flag, inline: inline)
-            case "--no-netrc":
-                result.readsNetrc = false
-            case "--load-cookies":
-                result.loadCookies = try value(for: flag, inline: inline)
-            case "--save-cookies":
-                result.saveCookies = try value(for: flag, inline: inline)
-            case "--result-log":
-                result.resultLog = try value(for: flag, inline: inline)
-            case "--on-complete", "--on-download-complete":
-                result.onComplete = try value(for: flag, inline: inline)
-            case "--user-agent", "-U":
-                result.userAgent = try value(for: flag, inline: inline)
-            case "--retries":
-                result.retries = try integer(value(for: flag, inline: inline), for: flag, minimum: 0)
-            case "--tries", "-t":
-                // wget counts attempts, and 0 means no limit.
-                let tries = try integer(value(for: flag, inline: inline), for: flag, minimum: 0)
-                result.retries = tries == 0 ? Int.max : tries - 1
-            case "--timeout", "-T":
-                let text = try value(for: flag, inline: inline)
-                guard let seconds = Double(text), seconds > 0, seconds.isFinite else {
-                    throw UsageError(message: "\(flag) needs a number of seconds above 0, not \"\(text)\"")
-                }
-                result.timeout = seconds
-            case "--lowest-speed-limit":
-                result.lowestSpeedLimit = try rate(value(for: flag, inline: inline), for: flag)
-            case "--limit-rate":
-                result.limitRate = try rate(value(for: flag, inline: inline), for: flag)
-            case "--max-overall-limit", "--max-overall-download-limit":
-                result.overallLimit = try rate(value(for: flag, inline: inline), for: flag)
-            case "--max-connection-per-server", "-x", "--split", "-s":
-                let text: String
-                do {
-                    text = try value(for: flag, inline: inline)
-                } catch  where flag == "-s" {
-                    throw UsageError(message: "-s is aria2c's --split (a number of connections); for quiet use -q")
-                }
-                guard let count = Int(text), (1...16).contains(count) else {
-                    if flag == "-s" && Int(text) == nil {
-                        throw UsageError(
-                            message: "-s is aria2c's --split and needs a number of connections, not \"\(text)\"; "
-                                + "for quiet use -q")
-                    }
-                    throw UsageError(message: "\(flag) needs a whole number from 1 to 16, not \"\(text)\"")
-                }
-                result.connections = count
-            case "--max-connections-per-host":
-                let text = try value(for: flag, inline: inline)
-                guard let count = Int(text), count >= 1 else {
-                    throw UsageError(message: "\(flag) needs a whole number of 1 or more, not \"\(text)\"")
-                }
-                result.connectionsPerHost = count
-            case "--file-allocation":
-                let text = try value(for: flag, inline: inline)
-                guard let allocation = FileAllocation(rawValue: text) else {
-                    throw UsageError(message: "\(flag) takes none, prealloc or falloc, not \"\(text)\"")
-                }
-                result.fileAllocation = allocation
-            case "--naming":
-                switch try value(for: flag, inline: inline) {
-                case "suggested": result.naming = .suggested
-                case "md5": result.naming = .md5OfURL
-                case let other: throw UsageError(message: "--naming is suggested or md5, not \"\(other)\"")
-                }
-            case "--quiet", "-q":
-                result.quiet = true
-            case "--list":
-                result.list = true
-            case "--wait":
-                result.wait = true
-            case "--help", "-h":
+        let command: DLCommand
+        do {
+            command = try DLCommand.parse(arguments)
+        } catch {
+            guard DLCommand.exitCode(for: error) != .success else {
+                var result = Arguments()
                 result.help = true
-            case "--version", "-V":
-                result.showVersion = true
-            default:
-                let suggestion = Self.suggestion(for: flag).map { "did you mean \($0)? " } ?? ""
-                throw UsageError(message: "unknown option \(flag) (\(suggestion)dl --help lists them)")
+                return result
             }
-            if inline != nil && flagTakesNoValue(flag) {
-                throw UsageError(message: "\(flag) takes no value")
-            }
-            index += 1
+            throw UsageError(message: DLCommand.message(for: error))
         }
-
+        var result = try Arguments(command)
         if result.help || result.showVersion { return result }
         if result.list {
-            guard texts.isEmpty, result.input == nil else { throw UsageError(message: "--list takes no URLs") }
+            guard command.urls.isEmpty, result.input == nil else { throw UsageError(message: "--list takes no URLs") }
             return result
         }
-        try result.collectRequests(texts)
+        try result.collectRequests(command.urls)
         try result.checkConsistency()
         try result.collectCredentials()
         return result

@@ -3,6 +3,8 @@ import Foundation
 import HTTPTestServer
 import Testing
 
+@testable import dl
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Darwin)

@@ -69,9 +69,9 @@ final class DLHabitTests: Sendable, DLFileChecks {
     @Test("A mistyped flag gets a suggestion; -s without a number says what it is; every flag is in --help")
     func typosAndHelp() async throws {
         let typo = try await DLProcess.run(["--limt-rate", "1M", "http://127.0.0.1:1/a"], in: work)
-        #expect(typo.status == 2 && typo.stderr.contains("did you mean --limit-rate?"), "\(typo.stderr)")
+        #expect(typo.status == 2 && typo.stderr.contains("Did you mean '--limit-rate'?"), "\(typo.stderr)")
         let far = try await DLProcess.run(["--frobnicate", "http://127.0.0.1:1/a"], in: work)
-        #expect(far.status == 2 && !far.stderr.contains("did you mean"), "\(far.stderr)")
+        #expect(far.status == 2 && !far.stderr.contains("Did you mean"), "\(far.stderr)")
         let silent = try await DLProcess.run(["-s", "http://127.0.0.1:1/a"], in: work)
         #expect(silent.status == 2 && silent.stderr.contains("-s is aria2c's --split"), "\(silent.stderr)")
         #expect(silent.stderr.contains("for quiet use -q"))

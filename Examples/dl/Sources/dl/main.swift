@@ -107,7 +107,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.credentials = arguments.credentials
     configuration.maximumConnectionsPerHost = arguments.connectionsPerHost
     configuration.fileAllocation = arguments.fileAllocation
-    if ProcessInfo.processInfo.environment["DL_FIRST_REQUEST_CUT"] == "0" { configuration.firstRequestBudget = nil }
+    if ProcessInfo.processInfo.environment["DL_FIRST_REQUEST_CUT"] == "0" { configuration.asksWholeFirstWindow = false }
     let cookies: DownloadCookieJar
     do {
         cookies =
@@ -135,7 +135,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
             streaming.stallTimeout = configuration.stallTimeout
             streaming.lowestSpeedLimit = configuration.lowestSpeedLimit
             streaming.maximumBytesPerSecond = configuration.maximumBytesPerSecond
-            streaming.firstRequestBudget = configuration.firstRequestBudget
+            streaming.asksWholeFirstWindow = configuration.asksWholeFirstWindow
             streaming.credentials = configuration.credentials
         }
     }
