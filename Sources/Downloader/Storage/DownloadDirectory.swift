@@ -182,6 +182,20 @@ enum FilenameSanitizer {
     /// to 255 UTF-8 bytes, keeping its extension.
     /// - Parameter name: for example `"../../etc/passwd"` → `"passwd"`.
     static func sanitize(_ name: String) -> String? {
+        isPlainlySafe(name) ? name : sanitizeFully(name)
+    }
+
+    /// Whether a name is already what `sanitizeFully(_:)` makes of it, by a rule that reads each byte once: printable
+    /// ASCII without a space or a separator, not starting with a dot, at most 255 bytes. Most names are (`f/1.bin`'s
+    /// `1.bin`), and the full rules cost about 20,000 instructions a name, twice per download of a list.
+    static func isPlainlySafe(_ name: String) -> Bool {
+        let bytes = name.utf8
+        guard let first = bytes.first, first != UInt8(ascii: "."), bytes.count <= maximumLength else { return false }
+        return bytes.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "\\") }
+    }
+
+    /// `sanitize(_:)`'s rules, applied in full.
+    static func sanitizeFully(_ name: String) -> String? {
         let lastComponent = name.split(whereSeparator: { $0 == "/" || $0 == "\\" }).last.map(String.init) ?? ""
         var cleaned = String(
             String.UnicodeScalarView(

@@ -61,6 +61,20 @@ final class StateFolder: Sendable {
         return area == .state ? opened.state : opened.partial
     }
 
+    /// The bytes free for an unprivileged writer on an area's file system: `fstatvfs` on its open descriptor, without
+    /// building a path (on Darwin, the volume's capacity for important use, which counts purgeable space).
+    /// - Returns: the bytes, `nil` when the folder cannot be opened or asked.
+    func freeSpace(in area: Area) -> Int64? {
+        #if canImport(Darwin)
+            return FileManager.default.freeSpace(at: area == .state ? url : partialURL)
+        #else
+            guard let folder = try? descriptor(area) else { return nil }
+            var info = statvfs()
+            guard fstatvfs(folder, &info) == 0 else { return nil }
+            return Int64(info.f_bavail) * Int64(info.f_frsize)
+        #endif
+    }
+
     /// The URL of a name in an area (for messages and receipts only: the file is never opened by it).
     func url(of name: String, in area: Area) -> URL {
         (area == .state ? url : partialURL).appendingPathComponent(name, isDirectory: false)
