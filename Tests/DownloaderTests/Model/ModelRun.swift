@@ -323,6 +323,10 @@ final class ModelRun {
         if !killed { child.send(SIGKILL) }
         let status = await RawHTTPClient.onThread { child.waitUntilExit() }
         trace.append("child ended \(status == 128 + SIGKILL ? "by SIGKILL" : "by itself")")
+        // Under ThreadSanitizer the child is instrumented too: a race it reports fails the run (its exit status says
+        // nothing when it was killed).
+        let errors = String(decoding: child.output.stderr, as: UTF8.self)
+        if errors.contains("ThreadSanitizer") { note("the child reported: \(errors.prefix(2_000))") }
         // What the child told its user counts as said (epoch 0: no manager of this process), for what it was asked.
         let position = log.withLock { $0.count }
         let told = String(decoding: child.output.stdout, as: UTF8.self)
