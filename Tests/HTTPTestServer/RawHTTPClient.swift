@@ -43,7 +43,14 @@ public final class RawHTTPClient {
 
     /// Connects to 127.0.0.1 at `port`, with a receive timeout so that no read blocks forever.
     public init(port: Int, timeoutSeconds: Int = 10) throws {
-        fd = Socket.makeTCPSocket()
+        // The descriptor is stored only once connected: an initializer that throws after every stored property is set
+        // runs `deinit`, which closed the descriptor a second time — by then, perhaps, another thread's socket or file.
+        fd = try Self.connectedSocket(port: port, timeoutSeconds: timeoutSeconds)
+    }
+
+    /// A socket connected to `port` on the loopback; closed again when the connection fails.
+    private static func connectedSocket(port: Int, timeoutSeconds: Int) throws -> Int32 {
+        let fd = Socket.makeTCPSocket()
         guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
         var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
@@ -58,6 +65,7 @@ public final class RawHTTPClient {
             close(fd)
             throw Failure(description: "connect to port \(port): errno \(code)")
         }
+        return fd
     }
 
     deinit {

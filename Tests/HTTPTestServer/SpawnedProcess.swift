@@ -108,8 +108,9 @@ public final class SpawnedProcess: @unchecked Sendable {
             try process.run()
             pid = process.processIdentifier
             signaller = ChildSignal(process)
-            read(out.fileHandleForReading.fileDescriptor, isStdout: true)
-            read(err.fileHandleForReading.fileDescriptor, isStdout: false)
+            // Copies: the reader threads close what they read, and the pipes close their own when they go.
+            read(dup(out.fileHandleForReading.fileDescriptor), isStdout: true)
+            read(dup(err.fileHandleForReading.fileDescriptor), isStdout: false)
             Thread.detachNewThread { [ended, endedAt, done] in
                 process.waitUntilExit()
                 endedAt.withLock { $0 = .now }

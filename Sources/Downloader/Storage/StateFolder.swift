@@ -234,11 +234,13 @@ final class StateFolder: Sendable {
                 _ = fchmod(fd, 0o600)
                 try data.withUnsafeBytes { try AtomicFile.writeAll(fd, $0) }
                 if durable, syncFully(fd) != 0 { throw POSIXError.current }
-                guard closeDescriptor(fd) == 0 else { throw POSIXError.current }
             } catch {
                 _ = closeDescriptor(fd)
                 throw error
             }
+            // Closed once, whatever close says: a second close of a failed one could close another thread's
+            // descriptor that took the number meanwhile.
+            guard closeDescriptor(fd) == 0 else { throw POSIXError.current }
             guard renameat(folder, temporary, folder, name) == 0 else { throw POSIXError.current }
             if durable { _ = syncFully(folder) }
         } catch let error as POSIXError where inPlaceWhenFull && (error.code == .ENOSPC || error.code == .EDQUOT) {
