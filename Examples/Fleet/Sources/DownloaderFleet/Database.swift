@@ -43,6 +43,11 @@ struct Database: Sendable {
     /// Creates the tables, or migrates them, once per database: under an advisory lock, so that workers starting
     /// together do not race.
     func migrate() async throws {
+        // Once the schema is current, no DDL at all: `CREATE INDEX IF NOT EXISTS` takes a share lock on its table even
+        // when the index exists, so it waits for any worker's open transaction (one stopped mid-commit) and every later
+        // update queues behind it. Seen in the chaos trials: `status` stuck behind a SIGSTOPped worker, and the fleet
+        // with it, until that worker went on.
+        if try await schemaIsCurrent() { return }
         try await client.withTransaction(logger: logger) { connection in
             try await connection.run("SELECT pg_advisory_xact_lock(4902049)", logger: logger)
             for statement in Self.schema {
@@ -54,6 +59,19 @@ struct Database: Sendable {
                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
                 """, logger: logger)
         }
+    }
+
+    /// Whether the database has this schema version already (`false` when it has no schema yet).
+    private func schemaIsCurrent() async throws -> Bool {
+        let exists =
+            try await client.query(
+                "SELECT to_regclass('fleet_meta') IS NOT NULL", logger: logger
+            ).decode(Bool.self).all().first ?? false
+        guard exists else { return false }
+        let version = try await client.query(
+            "SELECT value FROM fleet_meta WHERE key = 'schema'", logger: logger
+        ).decode(String.self).all().first
+        return version == String(Self.schemaVersion)
     }
 
     static let schema = [
