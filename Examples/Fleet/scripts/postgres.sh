@@ -38,17 +38,35 @@ start)
     fi
     as_postgres "$(bin pg_ctl)" -D "$DIR" -l "$DIR/server.log" -w -t 60 \
         -o "-c listen_addresses=127.0.0.1 -c port=$PORT -c unix_socket_directories=$DIR -c fsync=on \
-            -c max_connections=200 -c shared_buffers=256MB" start > /dev/null
+            -c max_connections=200 -c shared_buffers=256MB" start > /dev/null \
+        || { echo "postgres.sh: PostgreSQL did not start; the end of $DIR/server.log:" >&2
+             tail -20 "$DIR/server.log" >&2; exit 1; }
     ;;
 stop)
     as_postgres "$(bin pg_ctl)" -D "$2" -m fast -w stop > /dev/null
     ;;
 kill)
-    kill -9 "$(head -1 "$2/postmaster.pid")"
-    # The postmaster's children end when they see it gone; the next start recovers from the WAL.
-    for _ in $(seq 100); do pgrep -u postgres -f -- "-D $2" > /dev/null || break; sleep 0.1; done
-    pkill -9 -u postgres -f -- "$2" 2> /dev/null || true
-    rm -f "$2/postmaster.pid"
+    PID="$(head -1 "$2/postmaster.pid")"
+    CHILDREN="$(pgrep -P "$PID" || true)"
+    kill -9 "$PID"
+    # The postmaster's children end when they see it gone (killed too, so none lingers); the next start recovers
+    # from the WAL. A killed process stays a zombie until its parent reaps it, and the postmaster's parent is
+    # whatever adopted it (PID 1 in a container may never reap): PostgreSQL reads a PID that still answers
+    # kill(pid, 0) in its lock files as a live postmaster and refuses to start, so wait for "dead or a zombie",
+    # then remove both lock files (the data folder's and the socket's).
+    [ -n "$CHILDREN" ] && kill -9 $CHILDREN 2> /dev/null || true
+    alive() {
+        local state
+        state="$(awk '{ print $3 }' "/proc/$1/stat" 2> /dev/null)" || return 1
+        [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+    }
+    for _ in $(seq 100); do
+        busy=0
+        for pid in $PID $CHILDREN; do alive "$pid" && busy=1; done
+        [ "$busy" = 0 ] && break
+        sleep 0.1
+    done
+    rm -f "$2/postmaster.pid" "$2"/.s.PGSQL.*.lock
     ;;
 stats)
     psql -h 127.0.0.1 -p "$3" -U postgres -At -c "SELECT xact_commit + xact_rollback, tup_inserted + tup_updated + \
