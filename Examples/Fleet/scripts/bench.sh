@@ -17,8 +17,8 @@ part() { [[ " $PARTS " == *" $1 "* ]]; }
 command -v nginx > /dev/null || { apt-get update -q > /dev/null && apt-get install -y -q nginx > /dev/null; }
 swift build -c release -Xswiftc -warnings-as-errors > /dev/null
 FLEET="$(swift build -c release --show-bin-path)/downloader-fleet"
-(cd ../.. && swift build -c release --product dl --scratch-path .build-release > /dev/null)
-DL="$(cd ../.. && swift build -c release --scratch-path .build-release --show-bin-path)/dl"
+(cd ../dl && swift build -c release --product dl --scratch-path .build-release > /dev/null)
+DL="$(cd ../dl && swift build -c release --scratch-path .build-release --show-bin-path)/dl"
 
 WORK="$(mktemp -d /tmp/downloader-fleet-bench.XXXXXX)"
 chmod 755 "$WORK"
