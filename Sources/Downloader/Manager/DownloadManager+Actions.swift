@@ -96,9 +96,10 @@ extension DownloadManager {
     private func publish(_ url: URL, _ state: DownloadState) {
         guard var record = book[url] else { return }
         let before = record.receipt
+        let kept = machine.receiptFacts(of: url)
         record.receipt.state = state
-        record.receipt.expectedChecksum = machine.expectations(of: url).own
-        record.receipt.isInterrupted = machine.isInterrupted(url)
+        record.receipt.expectedChecksum = kept.expectations.own
+        record.receipt.isInterrupted = kept.isInterrupted
         if state == .completed, let completed = completedFiles[url] {
             // Also after a replacement that failed: the receipt describes the file that is still there.
             record.receipt.fileURL = completed.url
@@ -113,15 +114,17 @@ extension DownloadManager {
         }
         if state != .failed && state != .completed { record.receipt.error = nil }
         book[url] = record
-        if state.isResting { endProgress(url) }
+        if state.isResting && !progressHandlers.isEmpty { endProgress(url) }
+        // The receipt carries the machine's expectation already: saved as it is (no `persist` look-ups again).
         guard before.state != state else {
             if before != record.receipt {
                 emit(.progress(record.receipt))
-                persist(url)
+                markUnsaved(url)
             }
             return
         }
-        changed(url)
+        emit(.stateChanged(record.receipt))
+        markUnsaved(url)
     }
 
     /// Records the file a generation produced as the download's completed file.
@@ -337,9 +340,13 @@ extension DownloadManager {
     /// any moment — a verified file moving into place — is written before the move, not here.
     func persist(_ url: URL) {
         // The expectation is the machine's: the receipt shows it as it is saved.
-        if book[url]?.receipt.expectedChecksum != machine.expectations(of: url).own {
-            book[url]?.receipt.expectedChecksum = machine.expectations(of: url).own
-        }
+        let own = machine.expectations(of: url).own
+        if book[url]?.receipt.expectedChecksum != own { book[url]?.receipt.expectedChecksum = own }
+        markUnsaved(url)
+    }
+
+    /// `persist(_:)` for a record whose receipt already shows the machine's expectation.
+    private func markUnsaved(_ url: URL) {
         unsavedURLs.insert(url)
         guard !receiptsSaveScheduled else { return }
         receiptsSaveScheduled = true

@@ -53,7 +53,9 @@ extension DownloadManager {
             return apply(machine.request(url, expectation: nil, waiter: waiter, completedFileIsIntact: false))
         }
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
-        if credentialedURLs[url] != nil || options.carriesSecretHeader { book[url]?.needsCredentials = true }
+        if (!credentialedURLs.isEmpty && credentialedURLs[url] != nil) || options.carriesSecretHeader {
+            book[url]?.needsCredentials = true
+        }
         var expectation: Checksum?
         do throws(DownloadError) {
             if let openError { throw openError }
@@ -66,7 +68,8 @@ extension DownloadManager {
         }
         let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
         if intact { relocate(url, for: options) }
-        let expectations = machine.expectations(of: url)
+        // Only a request with an expectation changes the kept ones without a change of state (which saves anyway).
+        let expectations = expectation == nil ? nil : machine.expectations(of: url)
         let contradiction = book[url].flatMap { options.contradiction(joining: $0.options) }
         apply(
             machine.request(
@@ -74,7 +77,7 @@ extension DownloadManager {
                 completedFileIsIntact: intact, contradiction: contradiction),
             requestOptions: options)
         // An expectation that joined is part of the download's saved state at once.
-        if machine.expectations(of: url) != expectations { persist(url) }
+        if let expectations, machine.expectations(of: url) != expectations { persist(url) }
     }
 
     /// A destination must be a file path outside the state folder, not a folder.

@@ -70,6 +70,13 @@ extension DownloadManager {
             entries[key]?.isInterrupted ?? false
         }
 
+        /// What a receipt shows of the machine's entry: the kept expectations and whether the download was
+        /// interrupted (`expectations(of:)` and `isInterrupted(_:)` in one look-up).
+        func receiptFacts(of key: Key) -> (expectations: KeptExpectations, isInterrupted: Bool) {
+            guard let entry = entries[key] else { return (.none, false) }
+            return (KeptExpectations(own: entry.expectation, others: entry.otherExpectations), entry.isInterrupted)
+        }
+
         /// What a request for `key` would be refused for now (`request` decides by it): the manager shut down, an
         /// expected checksum that contradicts the one the download keeps, or options that contradict those of a
         /// download underway; `nil` when it would be taken.
