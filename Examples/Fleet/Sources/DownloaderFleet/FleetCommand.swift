@@ -158,13 +158,13 @@ extension FleetCommand {
             guard let text = connection.db ?? ProcessInfo.processInfo.environment["DATABASE_URL"] else {
                 throw FleetError("no database: give --db URL or set DATABASE_URL")
             }
-            let client = PostgresClient(
-                configuration: try Database.configuration(from: text), backgroundLogger: backgroundLogger(logger))
+            let clientConfiguration = try Database.configuration(from: text)
+            let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: backgroundLogger(logger))
             let database = Database(client: client, logger: logger)
             let manager = try await DownloadManager.make(configuration: configuration)
             let worker = Worker(
-                database: database, manager: manager, job: connection.job, node: node, lease: lease,
-                exitsWhenDone: exitWhenDone)
+                database: database, clientConfiguration: clientConfiguration, clientLogger: backgroundLogger(logger),
+                manager: manager, job: connection.job, node: node, lease: lease, exitsWhenDone: exitWhenDone)
             let migrating = Task { [logger] in
                 // The schema, once the client runs (below); tried until the database answers.
                 var delay = 1.0

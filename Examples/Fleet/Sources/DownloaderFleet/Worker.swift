@@ -2,6 +2,7 @@ import Downloader
 import FleetCore
 import Foundation
 import Logging
+import PostgresNIO
 import ServiceLifecycle
 
 /// `downloader-fleet work`: carries out a `WorkerMachine`'s actions against PostgreSQL and one `DownloadManager`.
@@ -12,10 +13,22 @@ import ServiceLifecycle
 /// are committed once the database answers again (a claim is asked for again with a backoff up to 10 s). SIGTERM
 /// (graceful shutdown) stops claiming, commits what finished, hands the shard back and ends; after 4.5 s it exits
 /// anyway.
+///
+/// Every database call has a deadline (`callDeadline`): one that does not answer counts as failed. Seen in the e2e
+/// trial: a worker stopped (SIGSTOP) while PostgreSQL restarted had every later call wait forever on PostgresNIO's
+/// pool, silently, and never learnt that its job was done. After two unanswered calls in a row the worker starts a
+/// new client (a new pool) and leaves the old one.
 actor Worker {
     typealias Claim = LeaseRules.Claim
 
-    let database: Database
+    private var database: Database
+    /// What a new client is made of when the current one stops answering.
+    private let clientConfiguration: PostgresClient.Configuration
+    private let clientLogger: Logger
+    /// The run of a client made after the first (the first runs in the command's service group).
+    private var replacementRun: Task<Void, Never>?
+    /// Database calls in a row that did not answer within `callDeadline`.
+    private var unanswered = 0
     let manager: DownloadManager
     let job: String
     let node: String
@@ -30,8 +43,13 @@ actor Worker {
     private var claimBackoff: Double = 1
     private var ticks = 0
 
-    init(database: Database, manager: DownloadManager, job: String, node: String, lease: Double, exitsWhenDone: Bool) {
+    init(
+        database: Database, clientConfiguration: PostgresClient.Configuration, clientLogger: Logger,
+        manager: DownloadManager, job: String, node: String, lease: Double, exitsWhenDone: Bool
+    ) {
         self.database = database
+        self.clientConfiguration = clientConfiguration
+        self.clientLogger = clientLogger
         self.manager = manager
         self.job = job
         self.node = node
@@ -53,6 +71,35 @@ actor Worker {
         ticker.cancel()
         current?.task.cancel()
         await manager.shutdown()
+        replacementRun?.cancel()
+    }
+
+    /// Seconds a database call may take before it counts as failed: a third of the lease, at least 5.
+    private var callDeadline: Double { max(5, lease / 3) }
+
+    /// Runs one database call against the current client, within `callDeadline`.
+    /// - Throws: the call's error, or `FleetError` when it did not answer in time.
+    private func call<T: Sendable>(_ operation: @escaping @Sendable (Database) async throws -> T) async throws -> T {
+        let database = self.database
+        do {
+            let value = try await answered(within: callDeadline) { try await operation(database) }
+            unanswered = 0
+            return value
+        } catch let error as Unanswered {
+            unanswered += 1
+            if unanswered >= 2 { replaceClient() }
+            throw FleetError("the database did not answer within \(error.seconds) s")
+        }
+    }
+
+    /// A new client (and pool) in place of one that stopped answering; the old one's calls are left to end.
+    private func replaceClient() {
+        logger.warning("the database did not answer \(unanswered) calls in a row: starting a new connection pool")
+        unanswered = 0
+        replacementRun?.cancel()
+        let client = PostgresClient(configuration: clientConfiguration, backgroundLogger: clientLogger)
+        replacementRun = Task { await client.run() }
+        database = Database(client: client, logger: logger)
     }
 
     /// SIGTERM: stop claiming, commit what finished, hand the shard back, end.
@@ -64,7 +111,10 @@ actor Worker {
     private func tick() async {
         ticks += 1
         let renewDue = ticks % max(1, Int(lease / 3)) == 0
-        if ticks % 5 == 0 { try? await database.seen(job: job, node: node) }
+        if ticks % 5 == 0 {
+            let (job, node) = (self.job, self.node)
+            _ = try? await call { try await $0.seen(job: job, node: node) }
+        }
         await perform(machine.tick(renewDue: renewDue))
     }
 
@@ -79,7 +129,8 @@ actor Worker {
                 await commit(outcomes, claim)
             case .renew(let claim):
                 do {
-                    let holds = try await database.renew(claim, lease: lease)
+                    let lease = self.lease
+                    let holds = try await call { try await $0.renew(claim, lease: lease) }
                     if !holds { logger.warning("lost the lease of shard \(claim.shard): another worker has it") }
                     await perform(machine.renewalEnded(claim, lost: !holds))
                 } catch {
@@ -91,7 +142,7 @@ actor Worker {
                     current = nil
                 }
             case .handBack(let claim):
-                do { try await database.handBack(claim) } catch {
+                do { try await call { try await $0.handBack(claim) } } catch {
                     logger.warning(
                         "could not hand shard \(claim.shard) back (its lease ends by itself): \(describe(error))")
                 }
@@ -122,7 +173,8 @@ actor Worker {
 
     private func claim() async {
         do {
-            let (claim, allDone) = try await database.claim(job: job, node: node, lease: lease)
+            let (job, node, lease) = (self.job, self.node, self.lease)
+            let (claim, allDone) = try await call { try await $0.claim(job: job, node: node, lease: lease) }
             claimBackoff = 1
             if let claim { logger.info("claimed shard \(claim.shard) (token \(claim.token))") }
             await perform(machine.claimed(claim, allDone: allDone))
@@ -135,7 +187,7 @@ actor Worker {
     private func download(_ claim: Claim) async {
         let urls: [String]
         do {
-            urls = try await database.remaining(of: claim)
+            urls = try await call { try await $0.remaining(of: claim) }
         } catch {
             logger.warning("could not read shard \(claim.shard): \(describe(error))")
             await perform(machine.renewalEnded(claim, lost: true))
@@ -181,7 +233,8 @@ actor Worker {
     private func commit(_ outcomes: [WorkerMachine.Outcome], _ claim: Claim) async {
         let end: WorkerMachine.CommitEnd
         do {
-            let held = try await database.commit(outcomes.map(\.line), job: job, node: node, claim: claim)
+            let (lines, job, node) = (outcomes.map(\.line), self.job, self.node)
+            let held = try await call { try await $0.commit(lines, job: job, node: node, claim: claim) }
             end = held ? .accepted : .fenced
             if !held { logger.warning("shard \(claim.shard) moved on: \(outcomes.count) results not committed") }
         } catch {
@@ -215,6 +268,13 @@ struct WorkerService: Service {
     func run() async throws {
         await withGracefulShutdownHandler {
             await worker.run()
+            // The job is done: the service group now stops the database client, which a wedged pool could hold up;
+            // the process ends within 5 s whatever it does.
+            Thread.detachNewThread {
+                Thread.sleep(forTimeInterval: 5)
+                fflush(nil)
+                _exit(0)
+            }
         } onGracefulShutdown: {
             // The stop must end within 5 s of the signal, whatever the database does.
             Thread.detachNewThread {
