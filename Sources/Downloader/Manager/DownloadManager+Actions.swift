@@ -328,13 +328,6 @@ extension DownloadManager {
 
     // MARK: - Events and persistence
 
-    /// A receipt changed state: save it and tell the listeners.
-    func changed(_ url: URL) {
-        guard let receipt = book[url]?.receipt else { return }
-        emit(.stateChanged(receipt))
-        persist(url)
-    }
-
     /// Saves a download's record (or its removal) within 10 ms: the changes of a burst (thousands of `enqueue` calls,
     /// one `suspendAll`) share one write to the journal, of the changed records only. What must survive a `kill -9` at
     /// any moment — a verified file moving into place — is written before the move, not here.

@@ -17,6 +17,10 @@ extension DownloadManager.StateMachine {
         /// joined a running transfer; saved too): compared with the file once it is complete, each reported to its
         /// waiters or, with none, as a warning.
         var otherExpectations: [Checksum] = []
+        /// The download's own expectation and the others, as they are saved and shown.
+        var keptExpectations: KeptExpectations {
+            KeptExpectations(own: expectation, others: otherExpectations)
+        }
         /// The checksum of the completed file, when known.
         var checksum: Checksum?
         /// The running transfer replaces the completed file once verified.

@@ -74,7 +74,7 @@ extension DownloadManager {
         /// interrupted (`expectations(of:)` and `isInterrupted(_:)` in one look-up).
         func receiptFacts(of key: Key) -> (expectations: KeptExpectations, isInterrupted: Bool) {
             guard let entry = entries[key] else { return (.none, false) }
-            return (KeptExpectations(own: entry.expectation, others: entry.otherExpectations), entry.isInterrupted)
+            return (entry.keptExpectations, entry.isInterrupted)
         }
 
         /// What a request for `key` would be refused for now (`request` decides by it): the manager shut down, an
@@ -94,8 +94,7 @@ extension DownloadManager {
 
         /// The expected checksums a download keeps, for saving.
         func expectations(of key: Key) -> KeptExpectations {
-            guard let entry = entries[key] else { return .none }
-            return KeptExpectations(own: entry.expectation, others: entry.otherExpectations)
+            entries[key]?.keptExpectations ?? .none
         }
 
         /// A download known from saved state, at start.
