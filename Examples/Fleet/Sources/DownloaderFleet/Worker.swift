@@ -111,10 +111,7 @@ actor Worker {
     private func tick() async {
         ticks += 1
         let renewDue = ticks % max(1, Int(lease / 3)) == 0
-        if ticks % 5 == 0 {
-            let (job, node) = (self.job, self.node)
-            _ = try? await call { try await $0.seen(job: job, node: node) }
-        }
+        if ticks % 5 == 0 { try? await call { try await $0.seen(job: self.job, node: self.node) } }
         await perform(machine.tick(renewDue: renewDue))
     }
 
@@ -129,8 +126,7 @@ actor Worker {
                 await commit(outcomes, claim)
             case .renew(let claim):
                 do {
-                    let lease = self.lease
-                    let holds = try await call { try await $0.renew(claim, lease: lease) }
+                    let holds = try await call { try await $0.renew(claim, lease: self.lease) }
                     if !holds { logger.warning("lost the lease of shard \(claim.shard): another worker has it") }
                     await perform(machine.renewalEnded(claim, lost: !holds))
                 } catch {
@@ -173,8 +169,9 @@ actor Worker {
 
     private func claim() async {
         do {
-            let (job, node, lease) = (self.job, self.node, self.lease)
-            let (claim, allDone) = try await call { try await $0.claim(job: job, node: node, lease: lease) }
+            let (claim, allDone) = try await call {
+                try await $0.claim(job: self.job, node: self.node, lease: self.lease)
+            }
             claimBackoff = 1
             if let claim { logger.info("claimed shard \(claim.shard) (token \(claim.token))") }
             await perform(machine.claimed(claim, allDone: allDone))
@@ -233,8 +230,8 @@ actor Worker {
     private func commit(_ outcomes: [WorkerMachine.Outcome], _ claim: Claim) async {
         let end: WorkerMachine.CommitEnd
         do {
-            let (lines, job, node) = (outcomes.map(\.line), self.job, self.node)
-            let held = try await call { try await $0.commit(lines, job: job, node: node, claim: claim) }
+            let lines = outcomes.map(\.line)
+            let held = try await call { try await $0.commit(lines, job: self.job, node: self.node, claim: claim) }
             end = held ? .accepted : .fenced
             if !held { logger.warning("shard \(claim.shard) moved on: \(outcomes.count) results not committed") }
         } catch {
@@ -268,21 +265,21 @@ struct WorkerService: Service {
     func run() async throws {
         await withGracefulShutdownHandler {
             await worker.run()
-            // The job is done: the service group now stops the database client, which a wedged pool could hold up;
-            // the process ends within 5 s whatever it does.
-            Thread.detachNewThread {
-                Thread.sleep(forTimeInterval: 5)
-                fflush(nil)
-                _exit(0)
-            }
+            // The job is done: the service group now stops the database client, which a wedged pool could hold up.
+            exit(after: 5)
         } onGracefulShutdown: {
             // The stop must end within 5 s of the signal, whatever the database does.
-            Thread.detachNewThread {
-                Thread.sleep(forTimeInterval: 4.5)
-                fflush(nil)
-                _exit(0)
-            }
+            exit(after: 4.5)
             Task { await worker.stop() }
+        }
+    }
+
+    /// Ends the process (status 0, output flushed) `seconds` from now, whatever the tasks are waiting for.
+    private func exit(after seconds: Double) {
+        Thread.detachNewThread {
+            Thread.sleep(forTimeInterval: seconds)
+            fflush(nil)
+            _exit(0)
         }
     }
 }
