@@ -79,6 +79,67 @@ final class DestinationTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("A completed file moves off the actor, after the file work queued before it; a removal meanwhile follows it")
+    func movedOffTheActor() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/offactor?size=30000")
+        let first = try await manager.download(url)
+        let target = temporary.url.appendingPathComponent("moved/here.bin")
+        // The file-work queue is busy (a slow disk): the move waits behind it, and the actor does not.
+        let gate = DispatchSemaphore(value: 0)
+        manager.fileWork.async { gate.wait() }
+        let (answers, answer) = AsyncStream.makeStream(of: Result<DownloadReceipt, DownloadError>.self)
+        let events = await manager.events(for: url)
+        await manager.enqueue(url, options: DownloadOptions(destination: target), completion: { answer.yield($0) })
+        await manager.remove(url)
+        // The actor answers while the move waits; the removal waits for the move.
+        #expect(await manager.receipt(for: url)?.state == .completed)
+        #expect(fileSize(first.fileURL) == 30000 && fileSize(target) == nil)
+        gate.signal()
+        var answered = answers.makeAsyncIterator()
+        let moved = try #require(await answered.next()).get()
+        #expect(moved.fileURL == target.standardizedFileURL, "the request before the removal is answered first")
+        for await event in events {
+            if case .removed = event { break }
+        }
+        await manager.waitUntilQuiet()
+        #expect(await manager.receipt(for: url) == nil)
+        #expect(fileSize(first.fileURL) == nil && fileSize(target) == nil, "the removal deleted the moved file")
+        await manager.shutdown()
+    }
+
+    @Test("A completed file that cannot be put where a request asks fails that request clearly, and stays where it was")
+    func unplacedFailsTheRequest() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/unplaced?size=12000")
+        let first = temporary.url.appendingPathComponent("first.bin")
+        _ = try await manager.download(url, options: DownloadOptions(destination: first))
+        let notAFolder = temporary.url.appendingPathComponent("plain-file")
+        try Data("x".utf8).write(to: notAFolder)
+        for target in [temporary.url.appendingPathComponent("plain-file/under.bin"), temporary.url] {
+            do {
+                _ = try await manager.download(url, options: DownloadOptions(destination: target))
+                Issue.record("\(target.path) was taken")
+            } catch let error as DownloadError {
+                #expect(error == .fileSystem, "\(error)")
+            }
+            let receipt = try #require(await manager.receipt(for: url))
+            #expect(receipt.state == .completed && receipt.fileURL == first.standardizedFileURL)
+            #expect(fileSize(first) == 12000)
+        }
+        // Nobody waiting: said as a warning.
+        let events = await manager.events(for: url)
+        await manager.enqueue(url, options: DownloadOptions(destination: temporary.url))
+        for await event in events {
+            if case .warning(_, let reason) = event {
+                #expect(reason.contains("is a folder"), "\(reason)")
+                break
+            }
+        }
+        #expect(server.requests.count == 1)
+        await manager.shutdown()
+    }
+
     @Test("A destination that is a folder or inside the state folder is refused clearly")
     func refused() async throws {
         let manager = try makeManager()

@@ -42,6 +42,11 @@ struct DownloadManagerStateMachineFuzzTests {
         var refusals = 0
         /// How often each kind of action was seen: the run must have exercised every path it claims to check.
         var seen: [String: Int] = [:]
+        /// Requests whose options the owner keeps (`.hold` to `.releaseRequest`).
+        var held: Set<Int> = []
+        /// Completed files being looked at and not yet reported, by key: the request, its priority, what the look
+        /// will find.
+        var inspecting: [Int: (id: Int, priority: Int, intact: Bool)] = [:]
 
         /// Whether `key` is the first of the modelled queue.
         func isFirst(_ key: Int) -> Bool {
@@ -123,7 +128,16 @@ struct DownloadManagerStateMachineFuzzTests {
                 // Waits out of the queue until `retryDue`.
                 model.queue[key] = nil
                 model.delayed.insert(key)
-            case .adoptOptions, .recordFailure, .warn:
+            case .hold(_, let id):
+                #expect(model.held.insert(id).inserted, "request \(id) held twice: \(context)")
+            case .releaseRequest(let id):
+                #expect(model.held.remove(id) != nil, "request \(id) released but not held: \(context)")
+            case .inspectCompletedFile(let key, let id):
+                #expect(model.held.contains(id), "inspection for a request not held: \(context)")
+                #expect(model.files[key] == 1, "inspection of \(key), which has no completed file: \(context)")
+            case .adoptOptions(_, _, let request):
+                if let request { #expect(model.held.contains(request), "options of a request not held: \(context)") }
+            case .recordFailure, .warn:
                 break
             }
         }
@@ -150,6 +164,7 @@ struct DownloadManagerStateMachineFuzzTests {
         for kind in [
             "start", "cancel", "complete", "succeed", "fail", "verify", "discardFiles", "forget", "replacement",
             "mismatch", "warn", "conflict", "conflictingOptions", "releaseCompletedFile", "wake", "retryDue",
+            "inspectCompletedFile", "releaseRequest", "heldEvent",
         ] {
             #expect(
                 seen[kind, default: 0] >= (runsUnderSanitizer ? 10 : 50),
@@ -165,6 +180,7 @@ struct DownloadManagerStateMachineFuzzTests {
         var machine = Machine(limit: limit, prioritization: prioritization)
         var model = Model(prioritization: prioritization)
         var nextWaiter = 0
+        var nextRequest = 0
         let keys = 0..<8
         for key in keys where Bool.random(using: &random) {
             let state = [DownloadState.completed, .suspended, .failed, .idle].randomElement(using: &random)!
@@ -185,7 +201,11 @@ struct DownloadManagerStateMachineFuzzTests {
             let context: String
             switch Int.random(in: 0..<100, using: &random) {
             case 0..<30:
+                // A request for a download whose file is being looked at waits behind it; the model's queue places
+                // are known only for requests carried out at once, so the fuzzer holds other events only.
+                guard model.inspecting[key] == nil else { continue }
                 nextWaiter += 1
+                nextRequest += 1
                 let waiter: Int? = Int.random(in: 0..<4, using: &random) == 0 ? nil : nextWaiter
                 if let waiter { model.pending[waiter] = key }
                 let expectation =
@@ -196,9 +216,20 @@ struct DownloadManagerStateMachineFuzzTests {
                 context = "seed \(seed) step \(step): request \(key) waiter \(waiter.map(String.init) ?? "-")"
                 // Another destination or file name now and then: refused by a download underway, taken otherwise.
                 let contradiction = Int.random(in: 0..<6, using: &random) == 0 ? "another destination" : nil
-                actions = machine.request(
-                    key, expectation: expectation, priority: priority, waiter: waiter,
-                    completedFileIsIntact: intact && model.files[key] == 1, contradiction: contradiction)
+                var deferred = false
+                var asked = machine.request(
+                    key, id: nextRequest, expectation: expectation, priority: priority, waiter: waiter,
+                    contradiction: contradiction)
+                if asked.contains(.inspectCompletedFile(key, nextRequest)) {
+                    if Int.random(in: 0..<3, using: &random) == 0 {
+                        // Reported later: events for this download are held meanwhile.
+                        model.inspecting[key] = (nextRequest, priority, intact)
+                        deferred = true
+                    } else {
+                        asked += machine.completedFileInspected(key, request: nextRequest, intact: intact)
+                    }
+                }
+                actions = asked
                 let refused = actions.contains {
                     switch $0 {
                     case .fail(_, _, .conflict), .warn(_, .conflict): return true
@@ -218,32 +249,19 @@ struct DownloadManagerStateMachineFuzzTests {
                     #expect(actions.count == 1, "a refused request changed the download: \(context) → \(actions)")
                     model.refusals += 1
                 } else {
-                    switch phase {
-                    case .queued:
-                        // A higher priority moves a waiting download: a new place in the queue.
-                        if priority > (model.priorities[key] ?? 0) {
-                            model.priorities[key] = priority
-                            // One waiting out a Retry-After is not in the queue: it goes in at `retryDue`.
-                            if !model.delayed.contains(key) {
-                                model.sequence += 1
-                                model.queue[key] = (priority, model.sequence)
-                            }
-                        }
-                    case .running, .stopping:
-                        break  // joins: the running download keeps its priority
-                    case nil:
-                        model.priorities[key] = priority
-                    case .idle, .suspended, .failed, .completed:
-                        if priority != 0 { model.priorities[key] = priority }  // 0 is unset: the download keeps its own
+                    if !deferred {
+                        Self.noteRequest(key, priority: priority, phase: phase, in: &model)
                     }
                 }
             case 30..<40:
+                if model.inspecting[key] != nil { model.seen["heldEvent", default: 0] += 1 }
                 context = "seed \(seed) step \(step): suspend \(key)"
                 actions = machine.suspend(key)
             case 40..<50:
                 context = "seed \(seed) step \(step): resume \(key)"
                 actions = machine.resume(key)
             case 50..<55:
+                if model.inspecting[key] != nil { model.seen["heldEvent", default: 0] += 1 }
                 if Bool.random(using: &random) {
                     context = "seed \(seed) step \(step): remove \(key)"
                     actions = machine.remove(key)
@@ -253,11 +271,14 @@ struct DownloadManagerStateMachineFuzzTests {
                     actions = machine.remove(key, keepingCompletedFile: true)
                 }
             case 55..<60:
-                guard let (waiter, waiterKey) = model.pending.randomElement(using: &random) else { continue }
+                // Sorted: a dictionary's order differs from run to run, and a seed must replay.
+                let pending = model.pending.sorted(by: { $0.key < $1.key })
+                guard let (waiter, waiterKey) = pending.randomElement(using: &random) else { continue }
                 context = "seed \(seed) step \(step): cancel waiter \(waiter)"
                 actions = machine.cancelWaiter(waiter, of: waiterKey)
             case 60..<90:
-                guard let (endingKey, generation) = model.running.randomElement(using: &random) else { continue }
+                let running = model.running.sorted(by: { $0.key < $1.key })
+                guard let (endingKey, generation) = running.randomElement(using: &random) else { continue }
                 let end = Self.randomEnd(wasCancelled: model.cancelled.contains(generation), &random)
                 model.running[endingKey] = nil
                 if case .completed = end { produced = generation }
@@ -265,7 +286,7 @@ struct DownloadManagerStateMachineFuzzTests {
                 context = "seed \(seed) step \(step): \(endingKey) generation \(generation) ended \(end)"
                 actions = machine.transferEnded(endingKey, generation: generation, end)
             case 96..<98:
-                guard let key = model.delayed.randomElement(using: &random) else { continue }
+                guard let key = model.delayed.sorted().randomElement(using: &random) else { continue }
                 model.delayed.remove(key)
                 if machine.phase(of: key) == .queued {
                     // The first place among its priority (FIFO), the newest (LIFO).
@@ -280,7 +301,20 @@ struct DownloadManagerStateMachineFuzzTests {
                 }
                 context = "seed \(seed) step \(step): retry due \(key)"
                 actions = machine.retryDue(key)
-            case 90..<96:
+            case 94..<96:
+                guard
+                    let (inspectedKey, inspection) = model.inspecting.sorted(by: { $0.key < $1.key }).randomElement(
+                        using: &random)
+                else { continue }
+                model.inspecting[inspectedKey] = nil
+                // The request is carried out now, in the phase the download has now (a verification may have queued
+                // a newer version meanwhile).
+                Self.noteRequest(
+                    inspectedKey, priority: inspection.priority, phase: machine.phase(of: inspectedKey), in: &model)
+                context = "seed \(seed) step \(step): inspected \(inspectedKey) intact \(inspection.intact)"
+                actions = machine.completedFileInspected(
+                    inspectedKey, request: inspection.id, intact: inspection.intact && model.files[inspectedKey] == 1)
+            case 90..<94:
                 guard !model.verifications.isEmpty else { continue }
                 let (verifiedKey, expectation) = model.verifications.remove(
                     at: Int.random(in: 0..<model.verifications.count, using: &random))
@@ -302,6 +336,13 @@ struct DownloadManagerStateMachineFuzzTests {
         Self.apply(
             machine.shutdown(), to: &model, machine: machine, slotsBefore: machine.slotsInUse, limit: limit,
             context: "seed \(seed): shutdown")
+        for (key, inspection) in model.inspecting {
+            #expect(!machine.hasShutDown, "seed \(seed): shut down while a completed file was being looked at")
+            Self.apply(
+                machine.completedFileInspected(key, request: inspection.id, intact: inspection.intact),
+                to: &model, machine: machine, slotsBefore: machine.slotsInUse, limit: limit,
+                context: "seed \(seed): inspected \(key) after shutdown")
+        }
         while let (key, generation) = model.running.first {
             model.running[key] = nil
             let end = Self.randomEnd(wasCancelled: true, &random)
@@ -321,6 +362,7 @@ struct DownloadManagerStateMachineFuzzTests {
         #expect(unanswered.isEmpty, "seed \(seed): waiters never answered: \(unanswered)")
         #expect(model.shutDownReports == 1, "seed \(seed): shutdown reported \(model.shutDownReports) times")
         #expect(machine.slotsInUse == 0)
+        #expect(model.held.isEmpty, "seed \(seed): requests held for good: \(model.held)")
         return model.seen
     }
 
@@ -341,6 +383,31 @@ struct DownloadManagerStateMachineFuzzTests {
         case .shutDownCompleted: "shutDownCompleted"
         case .warn: "warn"
         case .wake: "wake"
+        case .hold: "hold"
+        case .inspectCompletedFile: "inspectCompletedFile"
+        case .releaseRequest: "releaseRequest"
+        }
+    }
+
+    /// What a request carried out does to the modelled queue: the priority it gives, a new place for a waiting one.
+    static func noteRequest(_ key: Int, priority: Int, phase: Machine.Phase?, in model: inout Model) {
+        switch phase {
+        case .queued:
+            // A higher priority moves a waiting download: a new place in the queue.
+            if priority > (model.priorities[key] ?? 0) {
+                model.priorities[key] = priority
+                // One waiting out a Retry-After is not in the queue: it goes in at `retryDue`.
+                if !model.delayed.contains(key) {
+                    model.sequence += 1
+                    model.queue[key] = (priority, model.sequence)
+                }
+            }
+        case .running, .stopping:
+            break  // joins: the running download keeps its priority
+        case nil:
+            model.priorities[key] = priority
+        case .idle, .suspended, .failed, .completed:
+            if priority != 0 { model.priorities[key] = priority }  // 0 is unset: the download keeps its own
         }
     }
 

@@ -15,8 +15,14 @@ extension DownloadManager {
         }
         for action in actions {
             switch action {
-            case .adoptOptions(let url, let fresh):
-                adoptOptions(url, requestOptions, fresh: fresh)
+            case .adoptOptions(let url, let fresh, let request):
+                adoptOptions(url, request == nil ? requestOptions : heldRequests[request!], fresh: fresh)
+            case .hold(_, let id):
+                heldRequests[id] = requestOptions ?? DownloadOptions()
+            case .inspectCompletedFile(let url, let id):
+                inspectCompletedFile(url, request: id)
+            case .releaseRequest(let id):
+                heldRequests[id] = nil
             case .warn(let url, .error(let error)):
                 emit(.warning(url, reason: "the new version was not kept, the completed file stays: \(error.reason)"))
             case .warn(let url, let failure):
@@ -175,12 +181,16 @@ extension DownloadManager {
             placement: .init(
                 journal: journal, url: url, options: record.options, expectations: machine.expectations(of: url)))
         let (runOptions, retriesMade) = (options, start.retriesMade)
+        let partial = PartialFiles(folder: directory.state, url: url)
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
             async let ran: Void = runner.runReporting(
                 url: requestURL, options: runOptions, replacing: replacing, retriesMade: retriesMade, report: report)
             while let message = await report.next() {
-                await self?.transferReported(message, url: url, generation: generation)
+                // What a transfer that produced no file left on disk, read here: no file I/O on the actor.
+                var leftOnDisk: Int64?
+                if case .ended(_, nil) = message { leftOnDisk = partial.partialSize ?? 0 }
+                await self?.transferReported(message, url: url, generation: generation, leftOnDisk: leftOnDisk)
             }
             await ran
         }
@@ -192,17 +202,21 @@ extension DownloadManager {
     }
 
     /// What a generation's transfer told, in the order it told it (`TransferReport`).
-    private func transferReported(_ message: TransferReport.Message, url: URL, generation: Machine.Generation) {
+    private func transferReported(
+        _ message: TransferReport.Message, url: URL, generation: Machine.Generation, leftOnDisk: Int64?
+    ) {
         switch message {
         case .said(.warning(let reason)): emit(.warning(url, reason: reason))
         case .said(.note(let message)): logNote(message, about: url)
         case .retrying(let retry): transferWillRetry(url, generation: generation, retry)
-        case .ended(let end, let result): transferEnded(url, generation: generation, end, result: result)
+        case .ended(let end, let result):
+            transferEnded(url, generation: generation, end, result: result, leftOnDisk: leftOnDisk ?? 0)
         }
     }
 
     private func transferEnded(
-        _ url: URL, generation: Machine.Generation, _ end: Machine.TransferEnd, result: TransferResult?
+        _ url: URL, generation: Machine.Generation, _ end: Machine.TransferEnd, result: TransferResult?,
+        leftOnDisk: Int64
     ) {
         var total: Int64?
         if let ended = transfers[url], ended.generation == generation {
@@ -214,7 +228,7 @@ extension DownloadManager {
         if result == nil, completedFiles[url] == nil, var receipt = book[url]?.receipt {
             // What the stopped transfer left on disk, for the receipt (a completed file reports its own length).
             let before = receipt
-            receipt.totalBytesWritten = PartialFiles(folder: directory.state, url: url).partialSize ?? 0
+            receipt.totalBytesWritten = leftOnDisk
             if let total { receipt.totalBytesExpectedToWrite = total }
             book[url]?.receipt = receipt
             if receipt != before {
@@ -297,6 +311,7 @@ extension DownloadManager {
         case .mismatch(let expected, let actual): return .checksumMismatch(url, expected: expected, actual: actual)
         case .conflict(let kept, let requested): return .checksumConflict(url, kept: kept, requested: requested)
         case .conflictingOptions(let reason): return .conflictingOptions(url, reason: reason)
+        case .unplaced(let error): return error
         }
     }
 

@@ -62,7 +62,7 @@ extension DownloadManager {
     ///   `.cancelled`, and the rest of the sequence is not read).
     func submit(_ request: DownloadRequest, to batch: Batch) -> Bool {
         let url = identify(request.url)
-        let id = makeWaiterID()
+        let id = makeNumber()
         batch.started(id, url: url)
         recipients[id] = .batch(batch, request)
         self.request(url, options: request.options, waiter: id)

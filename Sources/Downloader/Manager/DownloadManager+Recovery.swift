@@ -139,8 +139,8 @@ extension DownloadManager {
             else {
                 return .failure(Dropped(reason: "\(url.redactedAbsoluteString) was placed outside the completed area"))
             }
-            // `relocate` records where the completed file was (`replaced`, another name): its source is that file, not
-            // the partial file, which may be a newer version's that a later request started.
+            // A relocation (`Relocation.Move`) records where the completed file was (`replaced`, another name): its
+            // source is that file, not the partial file, which may be a newer version's that a later request started.
             let relocated = entry.replaced.flatMap { $0.name != placement.name ? $0 : nil }
             if let relocated {
                 if isIntact(target, length: placement.length, checksum: placement.checksum) {

@@ -4,7 +4,8 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// A caller's request on its way to the state machine: validated, a completed file moved where its options put it.
+/// A caller's request on its way to the state machine: validated; for a completed download, its file looked at and
+/// moved where the request's options put it, off the actor.
 extension DownloadManager {
     /// The download a URL names: the URL without its credentials (a download's identity). Credentials are kept in
     /// memory for its requests, the latest asked.
@@ -14,17 +15,20 @@ extension DownloadManager {
         return key
     }
 
-    func makeWaiterID() -> Machine.WaiterID {
-        nextWaiterID += 1
-        return nextWaiterID
+    /// A new number for a waiter or a request (`Machine.WaiterID`, `Machine.RequestID`).
+    func makeNumber() -> Int {
+        lastNumber += 1
+        return lastNumber
     }
 
     /// What a request for `url` with `options` would be refused for if it were made now, without making it: what
     /// `download(_:options:)` would throw at once and `enqueue`'s completion get at once — `DownloadError.shutDown`,
     /// `DownloadError.conflictingOptions` (another destination or file name than a download underway),
     /// `DownloadError.checksumConflict` (another checksum of the same algorithm), or a request that is not valid
-    /// (`DownloadError.invalidURL`, `DownloadError.invalidChecksum`, a destination that cannot be used). For a
-    /// service that must answer its own client before the request goes on (aria2's `addUri`).
+    /// (`DownloadError.invalidURL`, `DownloadError.invalidChecksum`, a destination that is not a file path, inside
+    /// the state folder or another download's file; a destination that is a folder fails the download when it
+    /// starts, as the file system is not read here). For a service that must answer its own client before the
+    /// request goes on (aria2's `addUri`).
     /// - Parameters:
     ///   - url: what would be downloaded.
     ///   - options: the request's options.
@@ -50,7 +54,7 @@ extension DownloadManager {
     /// the machine.
     func request(_ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?) {
         if machine.isShuttingDown {  // no receipt for a request that cannot start any more
-            return apply(machine.request(url, expectation: nil, waiter: waiter, completedFileIsIntact: false))
+            return apply(machine.request(url, id: makeNumber(), expectation: nil, waiter: waiter))
         }
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
         if (!credentialedURLs.isEmpty && credentialedURLs[url] != nil) || options.carriesSecretHeader {
@@ -66,29 +70,25 @@ extension DownloadManager {
             apply(machine.reject(url, error: error, waiter: waiter), requestOptions: options)
             return
         }
-        let intact = machine.phase(of: url) == .completed && completedFileIsIntact(url)
-        if intact { relocate(url, for: options) }
         // Only a request with an expectation changes the kept ones without a change of state (which saves anyway).
         let expectations = expectation == nil ? nil : machine.expectations(of: url)
         let contradiction = book[url].flatMap { options.contradiction(joining: $0.options) }
         apply(
             machine.request(
-                url, expectation: expectation, priority: options.priority, waiter: waiter,
-                completedFileIsIntact: intact, contradiction: contradiction),
+                url, id: makeNumber(), expectation: expectation, priority: options.priority, waiter: waiter,
+                contradiction: contradiction),
             requestOptions: options)
         // An expectation that joined is part of the download's saved state at once.
         if let expectations, machine.expectations(of: url) != expectations { persist(url) }
     }
 
-    /// A destination must be a file path outside the state folder, not a folder.
+    /// A destination must be a file path outside the state folder, and not another download's file. (That it is not
+    /// a folder is checked off the actor, where the file work is: before a transfer starts, before a completed file
+    /// moves; `FilePlacement.folderRefusal`.)
     func validateDestination(_ destination: URL?, of url: URL) throws(DownloadError) {
         guard let destination else { return }
         guard destination.isFileURL, !destination.path.hasSuffix("/") else {
             throw .fileSystem(url, reason: "the destination \(destination.absoluteString) is not a file path")
-        }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: destination.path, isDirectory: &isDirectory), isDirectory.boolValue {
-            throw .fileSystem(url, reason: "the destination \(destination.path) is a folder")
         }
         let state = directory.stateArea.standardizedFileURL.path + "/"
         guard !destination.standardizedFileURL.path.hasPrefix(state) else {
@@ -115,29 +115,84 @@ extension DownloadManager {
             fileURL: directory.partialFile(key: key))
     }
 
-    /// Whether a completed download's file is still there with its recorded size.
-    func completedFileIsIntact(_ url: URL) -> Bool {
-        guard let file = completedFiles[url] else { return false }
-        return FileManager.default.sizeOfItem(at: file.url) == file.length
+    /// Looks at a completed file off the actor (still there with its recorded size?) and, when it is, puts it where
+    /// the held request's explicit naming or destination asks; then reports to the machine. On the file-work queue:
+    /// after the clean-ups queued before it, before any queued after.
+    func inspectCompletedFile(_ url: URL, request id: Machine.RequestID) {
+        let file = completedFiles[url]
+        let plan = file.flatMap { relocation(of: url, file: $0, for: heldRequests[id] ?? DownloadOptions()) }
+        let fileWork = self.fileWork
+        inspections[id] = Task { [weak self] in
+            let outcome = await fileWork.run { () -> Inspection in
+                guard let file, FileManager.default.sizeOfItem(at: file.url) == file.length else { return .gone }
+                guard let move = plan?.move else { return .intact }
+                do throws(DownloadError) {
+                    return .moved(try move.carryOut())
+                } catch {
+                    return .unplaced(error)
+                }
+            }
+            await self?.completedFileInspected(url, request: id, outcome, relocation: plan)
+        }
     }
 
-    /// Puts a completed file where a request's explicit naming or destination asks (no network: it is the same
-    /// file): a file in the completed area moves, a file at an earlier destination stays and the new place gets a
-    /// copy. Options that choose neither never move a file.
-    func relocate(_ url: URL, for requested: DownloadOptions) {
-        guard requested.chosenNaming != nil || requested.destination != nil else { return }
-        guard var record = book[url], let file = completedFiles[url] else { return }
+    /// What looking at a completed file found.
+    enum Inspection: Sendable {
+        /// Gone, or not the recorded size: it is not the download's any more.
+        case gone
+        /// There, and where the request asks.
+        case intact
+        /// There, and moved (or copied) to this file.
+        case moved(URL)
+        /// There, but it could not be put where the request asks, for this reason: it stays as it was.
+        case unplaced(DownloadError)
+    }
+
+    private func completedFileInspected(
+        _ url: URL, request id: Machine.RequestID, _ outcome: Inspection, relocation: Relocation?
+    ) {
+        inspections[id] = nil
+        if let relocation, var record = book[url], let file = completedFiles[url] {
+            switch outcome {
+            case .gone, .unplaced: break
+            case .intact, .moved:
+                record.options.naming = relocation.options.naming
+                record.options.destination = relocation.options.destination
+                if case .moved(let moved) = outcome {
+                    if moved != file.url { directory.claims.release(file.url, of: url) }
+                    completedFiles[url]?.url = moved
+                    record.receipt.fileURL = moved
+                    record.receipt.filename = moved.lastPathComponent
+                }
+                let movedFile = book[url]?.receipt != record.receipt
+                book[url] = record
+                persist(url)
+                // The state is the same: the receipt changed otherwise.
+                if movedFile { emit(.progress(record.receipt)) }
+            }
+        }
+        let expectations = machine.expectations(of: url)
+        switch outcome {
+        case .gone: apply(machine.completedFileInspected(url, request: id, intact: false))
+        case .intact, .moved: apply(machine.completedFileInspected(url, request: id, intact: true))
+        case .unplaced(let error):
+            apply(machine.completedFileInspected(url, request: id, intact: true, unplaced: error))
+        }
+        // An expectation that joined is part of the download's saved state at once.
+        if book[url] != nil, machine.expectations(of: url) != expectations { persist(url) }
+    }
+
+    /// Where a request's explicit naming or destination puts a completed file (no network: it is the same file): a
+    /// file in the completed area moves, a file at an earlier destination stays and the new place gets a copy.
+    /// Options that choose neither, or choose what the download has, move nothing (`nil`).
+    private func relocation(of url: URL, file: CompletedFile, for requested: DownloadOptions) -> Relocation? {
+        guard requested.chosenNaming != nil || requested.destination != nil, let record = book[url] else { return nil }
         var options = record.options
         options.destination = requested.destination
         if let naming = requested.chosenNaming { options.naming = naming }
         guard options.destination != record.options.destination || options.naming != record.options.naming else {
-            return
+            return nil
         }
-        // A file at a destination the caller chose stays theirs: the new place gets a copy. A file in the completed
-        // area (the manager's) moves.
-        let keepsOldFile = record.options.destination != nil
-        record.options.naming = options.naming
-        record.options.destination = options.destination
         let target = directory.placementTarget(for: options, url: url, suggested: record.suggestedFilename)
         let inPlace: Bool
         switch target {
@@ -148,49 +203,73 @@ extension DownloadManager {
                 name == file.url.lastPathComponent
                 && area.standardizedFileURL == file.url.deletingLastPathComponent().standardizedFileURL
         }
-        if !inPlace {
-            if let destination = options.destination {
-                try? FileManager.default.createDirectory(
-                    at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-            }
-            let placed = record.options
-            let suggested = record.suggestedFilename
-            let checksum = record.receipt.checksum
-            let expectations = machine.expectations(of: url)
-            var source = file.url
-            if keepsOldFile {
-                let folder: URL
-                switch target {
-                case .replace(let path): folder = path.deletingLastPathComponent()
-                case .unique(let area, _): folder = area
+        guard !inPlace else { return Relocation(options: options, move: nil) }
+        var placed = record.options
+        placed.naming = options.naming
+        placed.destination = options.destination
+        let entry = JournalEntry(
+            placing: url, options: placed, expectations: machine.expectations(of: url), name: "",
+            length: file.length, checksum: record.receipt.checksum, suggested: record.suggestedFilename)
+        // A file at a destination the caller chose stays theirs: the new place gets a copy. A file in the completed
+        // area (the manager's) moves.
+        let move = Relocation.Move(
+            url: url, file: file, target: target, keepsOldFile: record.options.destination != nil, entry: entry,
+            journal: journal, claims: directory.claims)
+        return Relocation(options: options, move: move)
+    }
+
+    /// A completed file's new naming or destination, and the move it needs (`nil`: it is where they put it).
+    struct Relocation: Sendable {
+        let options: DownloadOptions
+        let move: Move?
+
+        /// Moving (or copying) a completed file to its new place, journaled before it moves.
+        struct Move: Sendable {
+            let url: URL
+            let file: CompletedFile
+            let target: FilePlacement.Target
+            let keepsOldFile: Bool
+            /// The journal line to write once the new name is claimed (its `name` is filled in then).
+            let entry: JournalEntry
+            let journal: ReceiptJournal?
+            let claims: FileClaims
+
+            /// Moves or copies the file (on the file-work queue).
+            /// - Returns: where the file is now.
+            /// - Throws: `DownloadError.fileSystem` when it cannot be put there; it stays as it was.
+            func carryOut() throws(DownloadError) -> URL {
+                if case .replace(let path) = target, entry.options.destination != nil {
+                    if let refusal = FilePlacement.folderRefusal(at: path, downloadURL: url) { throw refusal }
+                    try? FileManager.default.createDirectory(
+                        at: path.deletingLastPathComponent(), withIntermediateDirectories: true)
                 }
-                source = folder.appendingPathComponent(".downloader-copy-\(UUID().uuidString)")
-                guard (try? FileManager.default.copyItem(at: file.url, to: source)) != nil else { return }
-            }
-            defer { if source != file.url { try? FileManager.default.removeItem(at: source) } }
-            guard
-                let moved = try? FilePlacement.place(
-                    .file(source), at: target, length: file.length, checksum: checksum, downloadURL: url,
-                    claims: directory.claims,
-                    willClaim: { [journal] claimed in
-                        var entry = JournalEntry(
-                            placing: url, options: placed, expectations: expectations,
-                            name: claimed.lastPathComponent, length: file.length, checksum: checksum,
-                            suggested: suggested)
+                var source = file.url
+                if keepsOldFile {
+                    let folder: URL
+                    switch target {
+                    case .replace(let path): folder = path.deletingLastPathComponent()
+                    case .unique(let area, _): folder = area
+                    }
+                    source = folder.appendingPathComponent(".downloader-copy-\(UUID().uuidString)")
+                    do {
+                        try FileManager.default.copyItem(at: file.url, to: source)
+                    } catch {
+                        throw .fileSystem(url, reason: "could not copy \(file.url.path) to \(folder.path): \(error)")
+                    }
+                }
+                defer { if source != file.url { try? FileManager.default.removeItem(at: source) } }
+                return try FilePlacement.place(
+                    .file(source), at: target, length: file.length, checksum: entry.placement?.checksum,
+                    downloadURL: url, claims: claims,
+                    willClaim: { claimed in
+                        var line = entry
+                        line.placement?.name = claimed.lastPathComponent
                         // Where the file is until it moves: a crash before the move finds it there.
-                        entry.replaced = .init(
-                            name: file.url.lastPathComponent, length: file.length, checksum: checksum)
-                        journal?.appendNow([.put(entry)])
+                        line.replaced = .init(
+                            name: file.url.lastPathComponent, length: file.length, checksum: entry.placement?.checksum)
+                        journal?.appendNow([.put(line)])
                     })
-            else { return }
-            if moved != file.url { directory.claims.release(file.url, of: url) }
-            completedFiles[url]?.url = moved
-            record.receipt.fileURL = moved
-            record.receipt.filename = moved.lastPathComponent
+            }
         }
-        let moved = book[url]?.receipt != record.receipt
-        book[url] = record
-        persist(url)
-        if moved { emit(.progress(record.receipt)) }  // the state is the same: the receipt changed otherwise
     }
 }

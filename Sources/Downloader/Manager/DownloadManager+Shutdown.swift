@@ -31,17 +31,24 @@ extension DownloadManager {
         ticker = nil
         await fileWork.barrier()
         saveReceipts()
-        if configuration.removesStateWhenFinished && nothingUnfinished() {
+        // The files last, off the actor: the journal closes once its lines are written.
+        let removesState = configuration.removesStateWhenFinished && !hasUnfinishedDownloads()
+        let (directory, journal, lock) = (self.directory, self.journal, self.lock)
+        await fileWork.run {
+            journal?.close()
+            let partials = directory.state.names(in: .partial).filter {
+                DownloadDirectory.key(ofPartialName: $0) != nil
+            }
+            guard removesState && partials.isEmpty else {
+                lock?.release()
+                return
+            }
             // Only what this package wrote goes: the journal, the lock, and the folders if nothing else is in them
             // (a stranger's file keeps its folder).
-            journal?.close()
             directory.state.remove(ReceiptJournal.name, in: .state)
             directory.state.removePartialAreaIfEmpty()
             lock?.removeAndRelease()
             rmdir(directory.stateArea.path)  // fails harmlessly if another manager already re-created it, or not empty
-        } else {
-            journal?.close()
-            lock?.release()
         }
         bridge.invalidate()
         trimmer?.stop()
@@ -49,28 +56,27 @@ extension DownloadManager {
         eventSubscribers.removeAll()
     }
 
-    /// Whether nothing is waiting, running, suspended, or failed with bytes to resume, and no partial file of ours is
-    /// left.
-    func nothingUnfinished() -> Bool {
-        let pending = book.all.contains { record in
+    /// Whether a download is waiting, running, suspended, or failed with bytes to resume (then the state folder stays
+    /// at the shutdown, as does a partial file of ours).
+    func hasUnfinishedDownloads() -> Bool {
+        book.all.contains { record in
             switch record.receipt.state {
             case .completed, .idle: return false
             case .failed: return record.receipt.totalBytesWritten > 0
             case .queued, .downloading, .suspended: return true
             }
         }
-        let partials = directory.state.names(in: .partial).filter { DownloadDirectory.key(ofPartialName: $0) != nil }
-        return !pending && partials.isEmpty
     }
 
-    /// Waits until every stopping transfer, verification of a completed file and pending file clean-up has ended (for
-    /// tests and orderly exits).
+    /// Waits until every stopping transfer, verification or inspection of a completed file and pending file clean-up
+    /// has ended (for tests and orderly exits).
     func waitUntilQuiet() async {
         while true {
             let stopping = transfers.filter { !machine.isRunning($0.key, generation: $0.value.generation) }
-            if stopping.isEmpty && verifications.isEmpty { break }
+            if stopping.isEmpty && verifications.isEmpty && inspections.isEmpty { break }
             for transfer in stopping.values { await transfer.task.value }
             for verification in verifications.values { await verification.value }
+            for inspection in inspections.values { await inspection.value }
         }
         await fileWork.barrier()
     }

@@ -2,7 +2,7 @@
 // compares with its completed file.
 extension DownloadManager.StateMachine {
     /// One download's bookkeeping. Only the machine holds entries (its `entries` are private): it finds one, calls its
-    /// methods (here and in DownloadManager+StateMachine+EntryEvents.swift) and stores it again.
+    /// methods (below) and stores it again.
     struct Entry {
         var phase: Phase = .idle
         var waiters: [Waiter] = []
@@ -44,6 +44,10 @@ extension DownloadManager.StateMachine {
         /// A caller suspended it while its completed file was hashed for a new expectation: a mismatch then leaves the
         /// newer version suspended instead of fetching it. Cleared by a request or `resume`.
         var pausedWhileVerifying = false
+        /// The request for which the owner looks at the completed file (`.inspectCompletedFile`), until it reports.
+        var inspection: HeldRequest?
+        /// What came for the download meanwhile, in order: it follows the inspection.
+        var held: [HeldEvent] = []
 
         /// Whether a request continues this download as it is (it is waiting, running or suspended), rather than
         /// starting a new attempt (completed, failed, removed).
@@ -84,6 +88,21 @@ extension DownloadManager.StateMachine {
             } else {
                 otherExpectations.append(expectation)
             }
+        }
+
+        /// A held request's waiter gave up: the request goes on without one. Returns whether it was one.
+        mutating func forgetHeldWaiter(_ id: WaiterID) -> Bool {
+            if inspection?.waiter == id {
+                inspection?.waiter = nil
+                return true
+            }
+            for index in held.indices {
+                guard case .request(var request) = held[index], request.waiter == id else { continue }
+                request.waiter = nil
+                held[index] = .request(request)
+                return true
+            }
+            return false
         }
 
         /// Starts the verifications restored from before a restart, once.

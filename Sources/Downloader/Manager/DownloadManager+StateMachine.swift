@@ -15,6 +15,7 @@ extension DownloadManager {
     struct StateMachine<Key: Hashable> {
         typealias Generation = Int
         typealias WaiterID = Int
+        typealias RequestID = Int
 
         /// Whether the manager accepts work.
         private enum Lifecycle {
@@ -22,10 +23,12 @@ extension DownloadManager {
         }
 
         // The machine's state: private, changed only by the events below. The entries' own rules are in
-        // DownloadManager+StateMachine+Entry*.swift, the slots and the queue in DownloadManager+StateMachine+Slots.swift.
+        // DownloadManager+StateMachine+Entry.swift, the slots and their queue in WaitingQueue.swift.
         private var entries: [Key: Entry] = [:]
         private var slots: Slots
         private var lifecycle = Lifecycle.running
+        /// Completed files the owner is looking at (`.inspectCompletedFile`); the shutdown waits for them too.
+        private var inspections = 0
 
         /// Whether `shutdown()` was called.
         var isShuttingDown: Bool { lifecycle != .running }
@@ -54,10 +57,11 @@ extension DownloadManager {
             return entry.phase.state
         }
 
-        /// Whether `key` is completed with nobody waiting and nothing being verified: forgetting it ends nothing.
+        /// Whether `key` is completed with nobody waiting and nothing being verified or inspected: forgetting it ends
+        /// nothing.
         func isSettled(_ key: Key) -> Bool {
             guard let entry = entries[key], !entry.isRemoved, entry.phase == .completed else { return false }
-            return entry.waiters.isEmpty && entry.verifying.isEmpty
+            return entry.waiters.isEmpty && entry.verifying.isEmpty && entry.inspection == nil
         }
 
         /// Whether `generation` is the live transfer of `key` (running, not told to stop).
@@ -124,19 +128,89 @@ extension DownloadManager {
         /// new attempt: with the request's expectation if it gives one, else with the ones it kept. A completed
         /// download whose file is there and has another digest of the request's algorithm may have a new version on
         /// the server: it is fetched and replaces the file only if it matches.
+        ///
+        /// A request for a completed download waits while the owner looks at the file (`.inspectCompletedFile`: is it
+        /// there as recorded? it moves where the request asks) and reports `completedFileInspected`; what comes for
+        /// that download meanwhile (requests, suspend, resume, remove) is held and follows it in order.
         /// - Parameters:
+        ///   - id: the request's number, unique among the requests the owner keeps (`.hold` to `.releaseRequest`).
         ///   - expectation: the checksum the caller expects, if any.
         ///   - priority: higher starts first among waiting downloads.
         ///   - waiter: who to answer, if anyone waits.
-        ///   - completedFileIsIntact: for a completed download, whether its file is still there as recorded.
         ///   - contradiction: what the request's options contradict in the download's own (another destination or
         ///     file name), if anything: a download that is waiting or running refuses it (one that rests takes the
         ///     request's options instead, and a completed one moves its file).
         mutating func request(
-            _ key: Key, expectation: Checksum?, priority: Int = 0, waiter: WaiterID?, completedFileIsIntact: Bool,
+            _ key: Key, id: RequestID, expectation: Checksum?, priority: Int = 0, waiter: WaiterID?,
             contradiction: String? = nil
         ) -> [Action] {
-            let waiting = waiter.map { Waiter(id: $0, expectation: expectation) }
+            let asked = HeldRequest(
+                id: id, expectation: expectation, priority: priority, waiter: waiter, contradiction: contradiction)
+            if entries[key]?.inspection != nil {
+                entries[key]?.held.append(.request(asked))
+                return [.hold(key, id)]
+            }
+            return take(key, asked, held: false)
+        }
+
+        /// The owner looked at the completed file for request `id` (`.inspectCompletedFile`): whether it is still
+        /// there as recorded (and, if so, where the request asked). The request is carried out, then what was held
+        /// behind it, in order, until one needs the file looked at again.
+        /// - Parameter unplaced: the file is there but could not be put where the request asked (it stays where it
+        ///   was): the request is answered with this error, or, with no waiter, it is said as a warning.
+        mutating func completedFileInspected(
+            _ key: Key, request id: RequestID, intact: Bool, unplaced: DownloadError? = nil
+        ) -> [Action] {
+            guard var entry = entries[key], let asked = entry.inspection, asked.id == id else { return [] }
+            inspections -= 1
+            entry.inspection = nil
+            var held = entry.held[...]
+            entry.held = []
+            entries[key] = entry
+            var actions: [Action]
+            if intact, let unplaced {
+                let failure = Failure.unplaced(unplaced)
+                actions = asked.waiter.map { [.fail([$0], key, failure)] } ?? [.warn(key, failure)]
+            } else {
+                actions = carryOut(key, asked, completedFileIsIntact: intact).map { $0.adopting(for: id) }
+            }
+            actions.append(.releaseRequest(id))
+            while let event = held.first {
+                guard entries[key]?.inspection == nil else {
+                    entries[key]?.held = Array(held)
+                    break
+                }
+                held.removeFirst()
+                switch event {
+                case .request(let next): actions += take(key, next, held: true)
+                case .remove(let keeping): actions += remove(key, keepingCompletedFile: keeping)
+                case .suspend: actions += suspend(key)
+                case .resume: actions += resume(key)
+                }
+            }
+            schedule(&actions)  // the shutdown may have waited for this inspection
+            return actions
+        }
+
+        /// Carries out a request now, or, for a completed download, asks the owner to look at its file first.
+        /// - Parameter held: the owner keeps the request's options already (it waited behind another).
+        private mutating func take(_ key: Key, _ asked: HeldRequest, held: Bool) -> [Action] {
+            let completed = entries[key].map { !$0.isRemoved && $0.phase == .completed } ?? false
+            if completed && refusal(of: key, expectation: asked.expectation, contradiction: asked.contradiction) == nil
+            {
+                entries[key]?.inspection = asked
+                inspections += 1
+                return (held ? [] : [.hold(key, asked.id)]) + [.inspectCompletedFile(key, asked.id)]
+            }
+            let actions = carryOut(key, asked, completedFileIsIntact: false)
+            return held ? actions.map { $0.adopting(for: asked.id) } + [.releaseRequest(asked.id)] : actions
+        }
+
+        /// A request, carried out (see `request(_:id:expectation:priority:waiter:contradiction:)`).
+        /// - Parameter completedFileIsIntact: for a completed download, whether its file is still there as recorded.
+        private mutating func carryOut(_ key: Key, _ asked: HeldRequest, completedFileIsIntact: Bool) -> [Action] {
+            let (expectation, priority, contradiction) = (asked.expectation, asked.priority, asked.contradiction)
+            let waiting = asked.waiter.map { Waiter(id: $0, expectation: expectation) }
             // Refused, and said also with nobody to tell (a warning, hence a log record): never dropped silently.
             if let refusal = refusal(of: key, expectation: expectation, contradiction: contradiction) {
                 guard refusal == .afterShutdown else {
@@ -213,6 +287,10 @@ extension DownloadManager {
 
         /// Continues a suspended or failed download with its own options.
         mutating func resume(_ key: Key) -> [Action] {
+            if entries[key]?.inspection != nil {
+                entries[key]?.held.append(.resume)
+                return []
+            }
             guard !isShuttingDown, var entry = entries[key], !entry.isRemoved else { return [] }
             var actions: [Action] = []
             entry.pausedWhileVerifying = false
@@ -237,6 +315,10 @@ extension DownloadManager {
         /// Pauses a download. A waiting one leaves the queue and its waiters are answered now; a running one is told
         /// to stop and its waiters are answered when it has (it may still complete).
         mutating func suspend(_ key: Key) -> [Action] {
+            if entries[key]?.inspection != nil {
+                entries[key]?.held.append(.suspend)
+                return []
+            }
             guard var entry = entries[key], !entry.isRemoved else { return [] }
             if entry.phase == .queued { slots.dequeue(key) }
             let actions = entry.suspend(key)
@@ -249,6 +331,10 @@ extension DownloadManager {
         /// - Parameter keepingCompletedFile: leave the completed file on disk (`forget`): it is released first, so only
         ///   the partial file and the file of a replacement still running are deleted.
         mutating func remove(_ key: Key, keepingCompletedFile: Bool = false) -> [Action] {
+            if entries[key]?.inspection != nil {
+                entries[key]?.held.append(.remove(keepingCompletedFile: keepingCompletedFile))
+                return []
+            }
             guard var entry = entries[key], !entry.isRemoved else { return [] }
             let everyone = entry.waiters.map(\.id) + entry.verifying.flatMap(\.waiters)
             var actions: [Action] = keepingCompletedFile ? [.releaseCompletedFile(key)] : []
@@ -279,6 +365,9 @@ extension DownloadManager {
                 entry.waiters.remove(at: index)
             } else if let index = entry.verifying.firstIndex(where: { $0.waiters.contains(id) }) {
                 entry.verifying[index].waiters.removeAll { $0 == id }
+            } else if entry.forgetHeldWaiter(id) {
+                entries[key] = entry
+                return [.fail([id], key, .waiterCancelled)]  // a completed download: nothing to suspend
             } else {
                 return []
             }
@@ -356,7 +445,8 @@ extension DownloadManager.StateMachine {
     }
 
     /// Suspends everything, answers every waiter and starts nothing more; `.shutDownCompleted` follows once
-    /// every transfer has ended.
+    /// every transfer has ended and every completed file being looked at has been reported (the requests held behind
+    /// it are then refused as after the shutdown).
     mutating func shutdown() -> [Action] {
         guard lifecycle == .running else { return [] }
         lifecycle = .shuttingDown
@@ -402,7 +492,7 @@ extension DownloadManager.StateMachine {
     /// Starts waiting downloads while slots are free; once shutting down, reports when the last slot is free.
     private mutating func schedule(_ actions: inout [Action]) {
         guard lifecycle == .running else {
-            if lifecycle == .shuttingDown && slots.inUse == 0 {
+            if lifecycle == .shuttingDown && slots.inUse == 0 && inspections == 0 {
                 lifecycle = .shutDown
                 actions.append(.shutDownCompleted)
             }
@@ -422,6 +512,23 @@ extension DownloadManager.StateMachine {
     struct Waiter: Equatable {
         let id: WaiterID
         let expectation: Checksum?
+    }
+
+    /// A request that waits while its download's completed file is looked at (`StateMachine.request`).
+    struct HeldRequest: Equatable {
+        let id: RequestID
+        let expectation: Checksum?
+        let priority: Int
+        var waiter: WaiterID?
+        let contradiction: String?
+    }
+
+    /// What came for a download while its completed file was looked at: carried out in order once it is reported.
+    enum HeldEvent: Equatable {
+        case request(HeldRequest)
+        case remove(keepingCompletedFile: Bool)
+        case suspend
+        case resume
     }
 
     /// What happens once a stopping transfer has ended.
@@ -487,6 +594,8 @@ extension DownloadManager.StateMachine {
         case conflict(kept: Checksum, requested: Checksum)
         /// The request's destination or file name contradicts the one of the download it would join (the reason).
         case conflictingOptions(String)
+        /// The completed file could not be put where the request asked (it stays where it was).
+        case unplaced(DownloadError)
     }
 
     /// How a transfer starts.
@@ -502,9 +611,16 @@ extension DownloadManager.StateMachine {
 
     /// What the owner carries out, in order.
     enum Action: Equatable {
-        /// The options of the request just made become the download's: all of them for a new download (`fresh`),
-        /// else the ones the request sets, merged into those the download keeps.
-        case adoptOptions(Key, fresh: Bool)
+        /// The options of the request just made (or of the held `request`) become the download's: all of them for a
+        /// new download (`fresh`), else the ones the request sets, merged into those the download keeps.
+        case adoptOptions(Key, fresh: Bool, request: RequestID? = nil)
+        /// Keep the options of this request until `.releaseRequest`: it waits for a completed file to be looked at.
+        case hold(Key, RequestID)
+        /// Look at the completed file (still there as recorded?), move it where this held request asks, and report
+        /// `completedFileInspected`.
+        case inspectCompletedFile(Key, RequestID)
+        /// The held request was carried out: its options are not needed any more.
+        case releaseRequest(RequestID)
         /// Nobody waits to be told this: say it as a warning.
         case warn(Key, Failure)
         /// The download's public state is now this (tell listeners, save).
@@ -532,62 +648,11 @@ extension DownloadManager.StateMachine {
         case shutDownCompleted
         /// Call `retryDue(key)` after this many seconds: the download waits out a `Retry-After` without a slot.
         case wake(Key, after: Double)
-    }
-}
 
-extension DownloadManager.StateMachine {
-    /// The manager's slots: how many transfers may run at once, how many hold one, the downloads waiting for one,
-    /// and the numbers of transfer generations. Part of the machine's state, changed only through these methods.
-    struct Slots {
-        private var queue: WaitingQueue<Key>
-        /// How many slots may be in use.
-        private(set) var limit: Int
-        /// Slots held by running and stopping transfers.
-        private(set) var inUse = 0
-        private var lastGeneration: Generation = 0
-
-        init(limit: Int, prioritization: DownloadPrioritization) {
-            self.limit = max(1, limit)
-            queue = WaitingQueue(prioritization: prioritization)
-        }
-
-        /// Changes how many slots may be in use (at least one).
-        mutating func setLimit(_ newLimit: Int) {
-            limit = max(1, newLimit)
-        }
-
-        /// Queues `key` for a slot (again, if it waits already: it takes a new place).
-        mutating func enqueue(_ key: Key, priority: Int) {
-            queue.push(key, priority: priority)
-        }
-
-        /// Queues `key` before the downloads of its priority that wait (one that had started and waited out a
-        /// `Retry-After`).
-        mutating func enqueueFirst(_ key: Key, priority: Int) {
-            queue.pushFirst(key, priority: priority)
-        }
-
-        /// Takes `key` out of the queue, if it waits.
-        mutating func dequeue(_ key: Key) {
-            queue.remove(key)
-        }
-
-        /// The download that starts next, when a slot is free.
-        mutating func nextWaiting() -> Key? {
-            inUse < limit ? queue.popFirst() : nil
-        }
-
-        /// Takes a slot for a new transfer generation.
-        /// - Returns: the generation's number.
-        mutating func take() -> Generation {
-            inUse += 1
-            lastGeneration += 1
-            return lastGeneration
-        }
-
-        /// A transfer ended: its slot is free.
-        mutating func release() {
-            inUse -= 1
+        /// This action, with its `.adoptOptions` naming the held request whose options it adopts.
+        func adopting(for request: RequestID) -> Self {
+            guard case .adoptOptions(let key, let fresh, _) = self else { return self }
+            return .adoptOptions(key, fresh: fresh, request: request)
         }
     }
 }

@@ -80,7 +80,7 @@ public actor DownloadManager {
     let runner: TransferRunner
     /// Returns freed memory to the system while downloads run (`Configuration.memoryBudget`).
     let trimmer: MallocTrimmer?
-    let fileWork = FileWorkQueue()
+    nonisolated let fileWork = FileWorkQueue()
 
     var machine: Machine
     var book = ReceiptBook<URL>(identify: DownloadDirectory.key(for:))
@@ -102,7 +102,8 @@ public actor DownloadManager {
     var completedInBatches: [URL] = []
     /// How deep `apply` calls are nested (a batch's completed downloads are forgotten at the outermost).
     var applyDepth = 0
-    var nextWaiterID: Machine.WaiterID = 0
+    /// The last number given to a waiter or a request (`makeNumber()`).
+    var lastNumber = 0
     /// The `enqueue` callbacks that take a download's progress (see `CallbackChannel`).
     var progressHandlers: [URL: [CallbackChannel]] = [:]
     /// The `events()` and `events(for:)` streams.
@@ -120,6 +121,10 @@ public actor DownloadManager {
     var credentialedURLs: [URL: URL] = [:]
     /// Completed files being hashed for an expectation (`verify`), until they report.
     var verifications: [UUID: Task<Void, Never>] = [:]
+    /// The options of the requests the machine holds (`.hold` to `.releaseRequest`), by request number.
+    var heldRequests: [Machine.RequestID: DownloadOptions] = [:]
+    /// Completed files being looked at, and moved, off the actor (`.inspectCompletedFile`), until they report.
+    var inspections: [Machine.RequestID: Task<Void, Never>] = [:]
 
     /// Creates a manager on a directory, creating it if needed, and loads the receipts saved there.
     ///
@@ -244,7 +249,7 @@ public actor DownloadManager {
     ///   is cancelled (the download is then suspended, unless another caller still waits for it).
     public func download(_ url: URL, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
         let url = identify(url)
-        let id = makeWaiterID()
+        let id = makeNumber()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<DownloadReceipt, any Error>) in
@@ -292,7 +297,7 @@ public actor DownloadManager {
         let channel =
             progress != nil || completion != nil ? CallbackChannel(progress: progress, completion: completion) : nil
         if let channel, completion != nil {
-            id = makeWaiterID()
+            id = makeNumber()
             recipients[id!] = .callback { channel.complete($0) }
         }
         if let channel, progress != nil { progressHandlers[url, default: []].append(channel) }
@@ -524,31 +529,6 @@ extension DownloadManager {
             FileManager.default.urls(for: .cachesDirectory, in: .userDomainMask).first
             ?? URL(fileURLWithPath: NSHomeDirectory(), isDirectory: true).appendingPathComponent(".cache")
         return caches.appendingPathComponent("Downloader", isDirectory: true)
-    }
-}
-
-/// Downloads as APIs and user interfaces show them (`DownloadSnapshot`): by URL, by identifier, a page at a time.
-extension DownloadManager {
-    /// The snapshot of a URL's download, if the manager knows it.
-    public func snapshot(for url: URL) -> DownloadSnapshot? {
-        receipt(for: url).map { DownloadSnapshot($0, completedDirectory: directory.completedArea) }
-    }
-
-    /// The snapshot of the download whose identifier is `identifier` (`DownloadReceipt.identifier`), if known.
-    public func snapshot(identifiedBy identifier: String) -> DownloadSnapshot? {
-        receipt(identifiedBy: identifier).map { DownloadSnapshot($0, completedDirectory: directory.completedArea) }
-    }
-
-    /// A page of snapshots in the order the downloads were first requested (see `receipts(after:limit:)`).
-    /// - Parameters:
-    ///   - cursor: `nil` for the first page, else the `next` of the page before.
-    ///   - limit: at most this many snapshots (at least 1).
-    /// - Returns: the snapshots, and the cursor of the next page (`nil` after the last one).
-    public func snapshots(
-        after cursor: ReceiptCursor?, limit: Int
-    ) -> (snapshots: [DownloadSnapshot], next: ReceiptCursor?) {
-        let page = receipts(after: cursor, limit: limit)
-        return (page.receipts.map { DownloadSnapshot($0, completedDirectory: directory.completedArea) }, page.next)
     }
 }
 

@@ -33,6 +33,12 @@ struct TransferRunner: Sendable {
     func run(
         url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int = 0, report: TransferReport
     ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
+        // Before any request (and off the manager's actor): a folder can never take the file.
+        if let destination = options.destination,
+            let refusal = FilePlacement.folderRefusal(at: destination, downloadURL: url.withoutCredentials)
+        {
+            return (.failed(refusal), nil)
+        }
         var retries = Retries(limit: retryLimit, backoff: backoff, made: retriesMade)
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
         // One rank for every attempt: a retry keeps the download's place at its host's gate.

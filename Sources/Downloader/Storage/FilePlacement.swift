@@ -76,6 +76,16 @@ enum FilePlacement {
         case unique(area: URL, name: String)
     }
 
+    /// Why a file cannot be placed at `destination`: it is a folder (checked before a transfer starts and before a
+    /// completed file moves there, off the manager's actor). `nil` when it is not.
+    static func folderRefusal(at destination: URL, downloadURL: URL) -> DownloadError? {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: destination.path, isDirectory: &isDirectory),
+            isDirectory.boolValue
+        else { return nil }
+        return .fileSystem(downloadURL, reason: "the destination \(destination.path) is a folder")
+    }
+
     /// Places the verified file.
     /// - Parameters:
     ///   - source: the verified file.
@@ -283,6 +293,13 @@ final class FileWorkQueue: Sendable {
     /// Runs `work` after everything queued before it.
     func async(_ work: @escaping @Sendable () -> Void) {
         queue.async(execute: work)
+    }
+
+    /// Runs `work` after everything queued before it and returns what it returned.
+    func run<Value: Sendable>(_ work: @escaping @Sendable () -> Value) async -> Value {
+        await withCheckedContinuation { continuation in
+            queue.async { continuation.resume(returning: work()) }
+        }
     }
 
     /// Returns once everything queued before this call has run.
