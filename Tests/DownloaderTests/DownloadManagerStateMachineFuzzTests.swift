@@ -23,8 +23,8 @@ struct DownloadManagerStateMachineFuzzTests {
         /// Waiters registered and not yet answered.
         var pending: [Int: Int] = [:]
         var answered: Set<Int> = []
-        /// Completed files on disk per key (0 or 1).
-        var files: [Int: Int] = [:]
+        /// The completed file of each key that has one (what the machine's `completedFile(of:)` must say).
+        var files: [Int: URL] = [:]
         /// The waiting queue as publications describe it: key → (priority, sequence).
         var queue: [Int: (priority: Int, sequence: Int)] = [:]
         var priorities: [Int: Int] = [:]
@@ -107,15 +107,19 @@ struct DownloadManagerStateMachineFuzzTests {
                         "waiter \(id) answered twice or unknown: \(context)")
                     model.answered.insert(id)
                 }
-            case .complete(let key, let generation):
+            case .complete(let key, let generation, let replaced):
                 #expect(generation == produced, "completed a file nobody produced: \(context)")
                 producedSettled = true
-                model.files[key] = 1
-            case .discardFiles(let key, let generation):
+                let earlier = model.files[key]
+                model.files[key] = Self.file(key, generation)
+                #expect(replaced == earlier, "the earlier file \(String(describing: earlier)) not released: \(context)")
+            case .discardFiles(let key, let generation, let completedFile):
                 if let generation, generation == produced { producedSettled = true }
-                model.files[key] = 0
-            case .releaseCompletedFile(let key):
-                model.files[key] = 0
+                #expect(completedFile == model.files[key], "discarded another file than \(key)'s: \(context)")
+                model.files[key] = nil
+            case .releaseCompletedFile(let key, let file):
+                #expect(file == model.files[key], "released another file than \(key)'s: \(context)")
+                model.files[key] = nil
                 model.released += 1
             case .verify(let key, let expectation):
                 model.verifications.append((key, expectation))
@@ -134,7 +138,7 @@ struct DownloadManagerStateMachineFuzzTests {
                 #expect(model.held.remove(id) != nil, "request \(id) released but not held: \(context)")
             case .inspectCompletedFile(let key, let id):
                 #expect(model.held.contains(id), "inspection for a request not held: \(context)")
-                #expect(model.files[key] == 1, "inspection of \(key), which has no completed file: \(context)")
+                #expect(model.files[key] != nil, "inspection of \(key), which has no completed file: \(context)")
             case .adoptOptions(_, _, let request):
                 if let request { #expect(model.held.contains(request), "options of a request not held: \(context)") }
             case .recordFailure, .warn:
@@ -144,10 +148,13 @@ struct DownloadManagerStateMachineFuzzTests {
         #expect(producedSettled, "a produced file was neither kept nor deleted: \(context)")
         #expect(machine.slotsInUse == model.running.count, "slots and running transfers disagree: \(context)")
         #expect(machine.slotsInUse <= max(limit, slotsBefore), "more slots than the limit: \(context)")
+        for key in 0..<8 {
+            #expect(machine.completedFile(of: key)?.url == model.files[key], "\(key)'s completed file: \(context)")
+        }
         for (key, state) in model.published {
             #expect(
                 machine.state(of: key) == state, "published \(state) for \(key), machine says otherwise: \(context)")
-            if state == .completed { #expect(model.files[key] == 1, "completed \(key) without its file: \(context)") }
+            if state == .completed { #expect(model.files[key] != nil, "completed \(key) without its file: \(context)") }
         }
     }
 
@@ -184,9 +191,11 @@ struct DownloadManagerStateMachineFuzzTests {
         let keys = 0..<8
         for key in keys where Bool.random(using: &random) {
             let state = [DownloadState.completed, .suspended, .failed, .idle].randomElement(using: &random)!
+            let file = state == .completed ? Self.file(key, 0) : nil
             machine.restore(
-                key, state: state, checksum: state == .completed ? Self.checksums.randomElement(using: &random) : nil)
-            model.files[key] = state == .completed ? 1 : 0
+                key, state: state, checksum: state == .completed ? Self.checksums.randomElement(using: &random) : nil,
+                completedFile: file.map { .init(url: $0, length: 1) })
+            model.files[key] = file
             model.published[key] = machine.state(of: key)
         }
 
@@ -284,7 +293,8 @@ struct DownloadManagerStateMachineFuzzTests {
                 if case .completed = end { produced = generation }
                 endedKey = endingKey
                 context = "seed \(seed) step \(step): \(endingKey) generation \(generation) ended \(end)"
-                actions = machine.transferEnded(endingKey, generation: generation, end)
+                actions = machine.transferEnded(
+                    endingKey, generation: generation, end, produced: Self.produced(endingKey, generation, end))
             case 96..<98:
                 guard let key = model.delayed.sorted().randomElement(using: &random) else { continue }
                 model.delayed.remove(key)
@@ -313,7 +323,7 @@ struct DownloadManagerStateMachineFuzzTests {
                     inspectedKey, priority: inspection.priority, phase: machine.phase(of: inspectedKey), in: &model)
                 context = "seed \(seed) step \(step): inspected \(inspectedKey) intact \(inspection.intact)"
                 actions = machine.completedFileInspected(
-                    inspectedKey, request: inspection.id, intact: inspection.intact && model.files[inspectedKey] == 1)
+                    inspectedKey, request: inspection.id, intact: inspection.intact && model.files[inspectedKey] != nil)
             case 90..<94:
                 guard !model.verifications.isEmpty else { continue }
                 let (verifiedKey, expectation) = model.verifications.remove(
@@ -349,7 +359,8 @@ struct DownloadManagerStateMachineFuzzTests {
             var produced: Int?
             if case .completed = end { produced = generation }
             Self.apply(
-                machine.transferEnded(key, generation: generation, end), to: &model, machine: machine,
+                machine.transferEnded(key, generation: generation, end, produced: Self.produced(key, generation, end)),
+                to: &model, machine: machine,
                 produced: produced, endedKey: key, slotsBefore: machine.slotsInUse, limit: limit,
                 context: "seed \(seed): wind down \(key)")
         }
@@ -409,6 +420,17 @@ struct DownloadManagerStateMachineFuzzTests {
         case .idle, .suspended, .failed, .completed:
             if priority != 0 { model.priorities[key] = priority }  // 0 is unset: the download keeps its own
         }
+    }
+
+    /// Where generation `generation` of `key` puts its verified file (0: the one restored).
+    static func file(_ key: Int, _ generation: Int) -> URL {
+        URL(fileURLWithPath: "/files/\(key)/\(generation)")
+    }
+
+    /// The file a generation that ended with `end` produced.
+    static func produced(_ key: Int, _ generation: Int, _ end: Machine.TransferEnd) -> Machine.CompletedFile? {
+        guard case .completed = end else { return nil }
+        return .init(url: file(key, generation), length: 1)
     }
 
     static func randomEnd(wasCancelled: Bool, _ random: inout SeededGenerator) -> Machine.TransferEnd {

@@ -7,7 +7,10 @@ extension DownloadManager {
     /// - Parameters:
     ///   - actions: what the machine decided.
     ///   - requestOptions: the options of the request being handled, for `.adoptOptions`.
-    func apply(_ actions: [Machine.Action], requestOptions: DownloadOptions? = nil) {
+    ///   - produced: what the generation whose end is being handled produced, for `.complete` and `.discardFiles`.
+    func apply(
+        _ actions: [Machine.Action], requestOptions: DownloadOptions? = nil, produced: TransferResult? = nil
+    ) {
         applyDepth += 1
         defer {
             applyDepth -= 1
@@ -37,8 +40,8 @@ extension DownloadManager {
                 startTransfer(url, generation: generation, start)
             case .cancel(let url, let generation):
                 if let transfer = transfers[url], transfer.generation == generation { transfer.task.cancel() }
-            case .complete(let url, let generation):
-                complete(url, generation: generation)
+            case .complete(let url, _, let replaced):
+                complete(url, produced, replaced: replaced)
             case .succeed(let ids, let url):
                 guard let receipt = book[url]?.receipt else { continue }
                 answer(ids, with: .success(receipt))
@@ -46,10 +49,10 @@ extension DownloadManager {
                 answer(ids, url: url, failure)
             case .verify(let url, let expectation):
                 verify(url, expectation)
-            case .discardFiles(let url, let generation):
-                discardFiles(url, producedBy: generation)
-            case .releaseCompletedFile(let url):
-                releaseCompletedFile(url)
+            case .discardFiles(let url, let generation, let completedFile):
+                discardFiles(url, [generation == nil ? nil : produced?.fileURL, completedFile].compactMap { $0 })
+            case .releaseCompletedFile(let url, let file):
+                releaseCompletedFile(url, file)
             case .forget(let url):
                 book[url] = nil
                 credentialedURLs[url] = nil
@@ -83,9 +86,9 @@ extension DownloadManager {
 
     /// The completed file is not the download's any more: its name is free for any download, and a receipt that
     /// stays points at a partial file again.
-    private func releaseCompletedFile(_ url: URL) {
-        guard let released = completedFiles.removeValue(forKey: url) else { return }
-        directory.claims.release(released.url, of: url)
+    private func releaseCompletedFile(_ url: URL, _ released: URL?) {
+        guard let released else { return }
+        directory.claims.release(released, of: url)
         guard var record = book[url] else { return }
         let fresh = freshReceipt(for: url)
         record.receipt.fileURL = fresh.fileURL
@@ -106,7 +109,7 @@ extension DownloadManager {
         record.receipt.state = state
         record.receipt.expectedChecksum = kept.expectations.own
         record.receipt.isInterrupted = kept.isInterrupted
-        if state == .completed, let completed = completedFiles[url] {
+        if state == .completed, let completed = machine.completedFile(of: url) {
             // Also after a replacement that failed: the receipt describes the file that is still there.
             record.receipt.fileURL = completed.url
             record.receipt.filename = completed.url.lastPathComponent
@@ -133,11 +136,10 @@ extension DownloadManager {
         markUnsaved(url)
     }
 
-    /// Records the file a generation produced as the download's completed file.
-    private func complete(_ url: URL, generation: Machine.Generation) {
-        guard let produced = results[url], produced.generation == generation, var record = book[url] else { return }
-        results[url] = nil
-        let transfer = produced.result
+    /// Records the file a generation produced as the download's completed file in its receipt.
+    private func complete(_ url: URL, _ produced: TransferResult?, replaced: URL?) {
+        if let replaced { directory.claims.release(replaced, of: url) }  // a file at an earlier destination stays
+        guard let transfer = produced, var record = book[url] else { return }
         record.receipt.fileURL = transfer.fileURL
         record.receipt.filename = transfer.fileURL.lastPathComponent
         record.receipt.totalBytesWritten = transfer.length
@@ -146,10 +148,6 @@ extension DownloadManager {
         record.receipt.verification = transfer.verification
         record.receipt.error = nil
         record.suggestedFilename = transfer.suggestedFilename
-        if let earlier = completedFiles[url], earlier.url != transfer.fileURL {
-            directory.claims.release(earlier.url, of: url)  // the file at an earlier destination stays the user's
-        }
-        completedFiles[url] = CompletedFile(url: transfer.fileURL, length: transfer.length)
         book[url] = record
     }
 
@@ -170,7 +168,7 @@ extension DownloadManager {
         var options = record.options
         options.checksum = start.expectation  // the machine's: the caller's, or the new one of a replacement
         options.expectedMD5 = nil
-        let replacing = start.replacesCompletedFile ? completedFiles[url]?.url : nil
+        let replacing = start.replacesCompletedFile ? machine.completedFile(of: url)?.url : nil
         let runner = self.runner
         let fileWork = self.fileWork
         let requestURL = credentialedURLs[url] ?? url  // the requests carry the credentials asked with
@@ -224,8 +222,7 @@ extension DownloadManager {
             transfers[url] = nil
             trimmer?.transfersRunning(transfers.count)
         }
-        if let result { results[url] = (generation, result) }
-        if result == nil, completedFiles[url] == nil, var receipt = book[url]?.receipt {
+        if result == nil, machine.completedFile(of: url) == nil, var receipt = book[url]?.receipt {
             // What the stopped transfer left on disk, for the receipt (a completed file reports its own length).
             let before = receipt
             receipt.totalBytesWritten = leftOnDisk
@@ -236,8 +233,8 @@ extension DownloadManager {
                 persist(url)
             }
         }
-        apply(machine.transferEnded(url, generation: generation, end))
-        if results[url]?.generation == generation { results[url] = nil }
+        let file = result.map { CompletedFile(url: $0.fileURL, length: $0.length) }
+        apply(machine.transferEnded(url, generation: generation, end, produced: file), produced: result)
         // A download removed while its file was being placed: its placement record must not outlive it.
         if book[url] == nil { persist(url) }
     }
@@ -258,7 +255,7 @@ extension DownloadManager {
 
     /// Hashes the completed file off the actor and reports it to the machine.
     private func verify(_ url: URL, _ expectation: Checksum) {
-        guard let file = completedFiles[url]?.url else {
+        guard let file = machine.completedFile(of: url)?.url else {
             apply(machine.verified(url, expectation: expectation, actual: nil))
             return
         }
@@ -275,17 +272,10 @@ extension DownloadManager {
         if book[url] != nil { persist(url) }  // the expectations it settled are not kept any more
     }
 
-    /// Deletes a download's files on the file-work queue (after any clean-up queued before).
-    private func discardFiles(_ url: URL, producedBy generation: Machine.Generation?) {
+    /// Deletes a download's partial file and state, and `files` (what a generation produced, its completed file), on
+    /// the file-work queue (after any clean-up queued before).
+    private func discardFiles(_ url: URL, _ files: [URL]) {
         let partial = PartialFiles(folder: directory.state, url: url)
-        var files: [URL] = []
-        if let generation, let produced = results[url], produced.generation == generation {
-            results[url] = nil
-            files.append(produced.result.fileURL)
-        }
-        if let completed = completedFiles.removeValue(forKey: url) {
-            files.append(completed.url)
-        }
         let claims = directory.claims
         fileWork.async { [files] in
             partial.removePartial()
@@ -372,7 +362,7 @@ extension DownloadManager {
         let lines = book.inRequestOrder(unsavedURLs).map { url in
             book[url].map { record in
                 var entry = JournalEntry(record, expectations: machine.expectations(of: url))
-                if record.receipt.state != .completed, let file = completedFiles[url] {
+                if record.receipt.state != .completed, let file = machine.completedFile(of: url) {
                     entry.replaced = .init(
                         name: file.url.lastPathComponent, length: file.length, checksum: record.receipt.checksum)
                 }

@@ -53,7 +53,7 @@ extension DownloadManager {
         for record in book.all.reversed() where record.options.destination == nil {
             let other = record.receipt.url
             guard other != url, Self.fileIdentity(of: other) == wanted, record.receipt.state != .completed,
-                completedFiles[other] == nil
+                machine.completedFile(of: other) == nil
             else { continue }
             return record.receipt
         }
@@ -79,7 +79,7 @@ extension DownloadManager {
     public func unfinishedDownload(writingTo destination: URL) -> DownloadReceipt? {
         let target = destination.standardizedFileURL
         for record in book.all where record.options.destination?.standardizedFileURL == target {
-            guard record.receipt.state != .completed, completedFiles[record.receipt.url] == nil else { continue }
+            guard record.receipt.state != .completed, machine.completedFile(of: record.receipt.url) == nil else { continue }
             return record.receipt
         }
         return nil

@@ -119,7 +119,7 @@ extension DownloadManager {
     /// the held request's explicit naming or destination asks; then reports to the machine. On the file-work queue:
     /// after the clean-ups queued before it, before any queued after.
     func inspectCompletedFile(_ url: URL, request id: Machine.RequestID) {
-        let file = completedFiles[url]
+        let file = machine.completedFile(of: url)
         let plan = file.flatMap { relocation(of: url, file: $0, for: heldRequests[id] ?? DownloadOptions()) }
         let fileWork = self.fileWork
         inspections[id] = Task { [weak self] in
@@ -152,7 +152,8 @@ extension DownloadManager {
         _ url: URL, request id: Machine.RequestID, _ outcome: Inspection, relocation: Relocation?
     ) {
         inspections[id] = nil
-        if let relocation, var record = book[url], let file = completedFiles[url] {
+        var movedTo: URL?
+        if let relocation, var record = book[url], let file = machine.completedFile(of: url) {
             switch outcome {
             case .gone, .unplaced: break
             case .intact, .moved:
@@ -160,7 +161,7 @@ extension DownloadManager {
                 record.options.destination = relocation.options.destination
                 if case .moved(let moved) = outcome {
                     if moved != file.url { directory.claims.release(file.url, of: url) }
-                    completedFiles[url]?.url = moved
+                    movedTo = moved
                     record.receipt.fileURL = moved
                     record.receipt.filename = moved.lastPathComponent
                 }
@@ -174,7 +175,7 @@ extension DownloadManager {
         let expectations = machine.expectations(of: url)
         switch outcome {
         case .gone: apply(machine.completedFileInspected(url, request: id, intact: false))
-        case .intact, .moved: apply(machine.completedFileInspected(url, request: id, intact: true))
+        case .intact, .moved: apply(machine.completedFileInspected(url, request: id, intact: true, movedTo: movedTo))
         case .unplaced(let error):
             apply(machine.completedFileInspected(url, request: id, intact: true, unplaced: error))
         }

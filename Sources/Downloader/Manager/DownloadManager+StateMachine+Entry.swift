@@ -23,6 +23,8 @@ extension DownloadManager.StateMachine {
         }
         /// The checksum of the completed file, when known.
         var checksum: Checksum?
+        /// Where the verified file is and how long it is, while the download has one (`completedFile(of:)`).
+        var completedFile: CompletedFile?
         /// The running transfer replaces the completed file once verified.
         var replacesCompletedFile = false
         /// Removed while its transfer stops: hidden, forgotten once the transfer ended and its files are gone.
@@ -88,6 +90,12 @@ extension DownloadManager.StateMachine {
             } else {
                 otherExpectations.append(expectation)
             }
+        }
+
+        /// The completed file stops being the download's (forgotten, or gone and fetched again): it stays where it is.
+        mutating func releaseCompletedFile(_ key: Key) -> Action {
+            defer { completedFile = nil }
+            return .releaseCompletedFile(key, file: completedFile?.url)
         }
 
         /// A held request's waiter gave up: the request goes on without one. Returns whether it was one.
@@ -366,15 +374,21 @@ extension DownloadManager.StateMachine.Entry {
     }
 
     /// Settles the download after its transfer `generation` ended, when it does not continue in its slot.
+    /// - Parameter produced: the verified file a completed generation produced.
     mutating func settle(
-        _ key: Key, generation: Machine.Generation, _ end: Machine.TransferEnd, shuttingDown: Bool
+        _ key: Key, generation: Machine.Generation, _ end: Machine.TransferEnd, produced: Machine.CompletedFile?,
+        shuttingDown: Bool
     ) -> [Machine.Action] {
         switch end {
         case .completed(let checksum):
             phase = .completed
             replacesCompletedFile = false
             self.checksum = checksum
-            return [.complete(key, generation), .publish(key, .completed)] + answerWaiters(key, checksum: checksum)
+            let earlier = completedFile?.url
+            if let produced { completedFile = produced }
+            let replaced = earlier != nil && earlier != completedFile?.url ? earlier : nil
+            return [.complete(key, generation, replaced: replaced), .publish(key, .completed)]
+                + answerWaiters(key, checksum: checksum)
         case .failed(let error):
             var actions: [Machine.Action]
             if replacesCompletedFile {

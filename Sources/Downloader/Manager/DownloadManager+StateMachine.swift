@@ -1,3 +1,5 @@
+import struct Foundation.URL
+
 extension DownloadManager {
     /// The life of every download of a manager, as a value: phases, waiters, the waiting queue and the slots. Every
     /// event is a `mutating` method that returns the actions to carry out; it does no I/O, reads no clock and knows
@@ -64,6 +66,12 @@ extension DownloadManager {
             return entry.waiters.isEmpty && entry.verifying.isEmpty && entry.inspection == nil
         }
 
+        /// Where the download's verified file is and how long it is, while it has one (also while a replacement of it
+        /// downloads, and while a removed download's files wait to be deleted): the one record of it.
+        func completedFile(of key: Key) -> CompletedFile? {
+            entries[key]?.completedFile
+        }
+
         /// Whether `generation` is the live transfer of `key` (running, not told to stop).
         func isRunning(_ key: Key, generation: Generation) -> Bool {
             entries[key]?.phase == .running(generation)
@@ -108,14 +116,16 @@ extension DownloadManager {
         ///     and not finished (`restoredVerifications()` starts them again).
         ///   - replacesCompletedFile: it has a completed file, which a newer version (interrupted) replaces once
         ///     verified; it comes back suspended, keeping the file.
+        ///   - completedFile: where its completed file is, when it has one.
         mutating func restore(
             _ key: Key, state: DownloadState, checksum: Checksum?, expectations: KeptExpectations = .none,
             priority: Int = 0,
-            replacesCompletedFile: Bool = false, interrupted: Bool = false
+            replacesCompletedFile: Bool = false, interrupted: Bool = false, completedFile: CompletedFile? = nil
         ) {
             entries[key] = Entry(
                 restoring: state, checksum: checksum, expectations: expectations, priority: priority,
                 replacesCompletedFile: replacesCompletedFile, interrupted: interrupted)
+            entries[key]?.completedFile = completedFile
         }
 
         /// A caller asks for a download (and, with a waiter, waits for it).
@@ -156,14 +166,17 @@ extension DownloadManager {
         /// The owner looked at the completed file for request `id` (`.inspectCompletedFile`): whether it is still
         /// there as recorded (and, if so, where the request asked). The request is carried out, then what was held
         /// behind it, in order, until one needs the file looked at again.
-        /// - Parameter unplaced: the file is there but could not be put where the request asked (it stays where it
-        ///   was): the request is answered with this error, or, with no waiter, it is said as a warning.
+        /// - Parameters:
+        ///   - movedTo: where the file is now, when it moved (or was copied) where the request asked.
+        ///   - unplaced: the file is there but could not be put where the request asked (it stays where it was): the
+        ///     request is answered with this error, or, with no waiter, it is said as a warning.
         mutating func completedFileInspected(
-            _ key: Key, request id: RequestID, intact: Bool, unplaced: DownloadError? = nil
+            _ key: Key, request id: RequestID, intact: Bool, movedTo: URL? = nil, unplaced: DownloadError? = nil
         ) -> [Action] {
             guard var entry = entries[key], let asked = entry.inspection, asked.id == id else { return [] }
             inspections -= 1
             entry.inspection = nil
+            if let movedTo { entry.completedFile?.url = movedTo }
             var held = entry.held[...]
             entry.held = []
             entries[key] = entry
@@ -224,7 +237,9 @@ extension DownloadManager {
             switch entry.phase {
             case .stopping(let generation, _) where entry.isRemoved:
                 // Removed a moment ago and wanted again: a new download, once the old files are gone.
+                let discarded = entry.completedFile
                 entry = Entry(phase: .stopping(generation, next: .resume), priority: priority, expectation: expectation)
+                entry.completedFile = discarded
                 entry.discardsFiles = true
                 entry.waiters = waiting.map { [$0] } ?? []
                 actions = [.adoptOptions(key, fresh: true), .publish(key, .downloading)]
@@ -258,7 +273,7 @@ extension DownloadManager {
             case .failed, .completed:
                 // A new attempt (a completed file that is gone or changed is fetched again; it is not the download's
                 // any more).
-                if entry.phase == .completed { actions.append(.releaseCompletedFile(key)) }
+                if entry.phase == .completed { actions.append(entry.releaseCompletedFile(key)) }
                 entry = entry.newAttempt(expectation: expectation, priority: priority, waiting: waiting)
                 slots.enqueue(key, priority: entry.priority)
                 actions += [.adoptOptions(key, fresh: false), .publish(key, .queued)]
@@ -337,7 +352,7 @@ extension DownloadManager {
             }
             guard var entry = entries[key], !entry.isRemoved else { return [] }
             let everyone = entry.waiters.map(\.id) + entry.verifying.flatMap(\.waiters)
-            var actions: [Action] = keepingCompletedFile ? [.releaseCompletedFile(key)] : []
+            var actions: [Action] = keepingCompletedFile ? [entry.releaseCompletedFile(key)] : []
             if !everyone.isEmpty { actions.append(.fail(everyone, key, .removed)) }
             actions.append(.forget(key))
             switch entry.phase {
@@ -352,7 +367,7 @@ extension DownloadManager {
             case .queued, .idle, .suspended, .failed, .completed:
                 slots.dequeue(key)
                 entries[key] = nil
-                actions.append(.discardFiles(key, producedBy: nil))
+                actions.append(.discardFiles(key, producedBy: nil, completedFile: entry.completedFile?.url))
             }
             return actions
         }
@@ -390,17 +405,22 @@ extension DownloadManager {
 // Events from transfers, the shutdown, and the scheduling every event ends with.
 extension DownloadManager.StateMachine {
     /// A transfer generation has ended; stale generations are ignored.
-    mutating func transferEnded(_ key: Key, generation: Generation, _ end: TransferEnd) -> [Action] {
+    /// - Parameter produced: the verified file a completed generation produced (`.complete` makes it the download's,
+    ///   `.discardFiles` deletes it).
+    mutating func transferEnded(
+        _ key: Key, generation: Generation, _ end: TransferEnd, produced: CompletedFile? = nil
+    ) -> [Action] {
         guard var entry = entries[key] else { return [] }
         var actions: [Action] = []
         switch entry.phase {
         case .running(generation):
             slots.release()
-            finish(key, &entry, generation: generation, end, next: nil, &actions)
+            finish(key, &entry, generation: generation, end, next: nil, produced: produced, &actions)
         case .stopping(generation, let next):
             slots.release()
             if entry.discardsFiles {
-                actions.append(.discardFiles(key, producedBy: generation))
+                actions.append(.discardFiles(key, producedBy: generation, completedFile: entry.completedFile?.url))
+                entry.completedFile = nil
                 if entry.isRemoved {
                     entries[key] = nil
                     schedule(&actions)
@@ -410,9 +430,9 @@ extension DownloadManager.StateMachine {
                 entry.discardsFiles = false
                 entry.replacesCompletedFile = false
                 entry.checksum = nil
-                finish(key, &entry, generation: generation, .cancelled, next: next, &actions)
+                finish(key, &entry, generation: generation, .cancelled, next: next, produced: nil, &actions)
             } else {
-                finish(key, &entry, generation: generation, end, next: next, &actions)
+                finish(key, &entry, generation: generation, end, next: next, produced: produced, &actions)
             }
         default:
             return []
@@ -465,14 +485,15 @@ extension DownloadManager.StateMachine {
     /// while it stopped, it continues in the same slot with a new generation.
     private mutating func finish(
         _ key: Key, _ entry: inout Entry, generation: Generation, _ end: TransferEnd, next: Next?,
-        _ actions: inout [Action]
+        produced: CompletedFile?, _ actions: inout [Action]
     ) {
         // A generation told to stop that ends to wait for a retry has stopped as asked.
         var end = end
         if next != nil, case .retryLater = end { end = .cancelled }
         if isShuttingDown, case .retryLater = end { end = .cancelled }
         guard end == .cancelled, next == .resume, !isShuttingDown else {
-            actions += entry.settle(key, generation: generation, end, shuttingDown: isShuttingDown)
+            actions += entry.settle(
+                key, generation: generation, end, produced: produced, shuttingDown: isShuttingDown)
             return
         }
         actions += start(key, &entry)
@@ -513,6 +534,9 @@ extension DownloadManager.StateMachine {
         let id: WaiterID
         let expectation: Checksum?
     }
+
+    /// Where a download's verified file is and how long it is.
+    typealias CompletedFile = DownloadManager.CompletedFile
 
     /// A request that waits while its download's completed file is looked at (`StateMachine.request`).
     struct HeldRequest: Equatable {
@@ -629,19 +653,20 @@ extension DownloadManager.StateMachine {
         case recordFailure(Key, DownloadError)
         case start(Key, Generation, Start)
         case cancel(Key, Generation)
-        /// The file produced by this generation is the download's completed file.
-        case complete(Key, Generation)
+        /// The file produced by this generation is the download's completed file; the one it had before, at
+        /// another place (`replaced`), is not the download's any more but stays (a destination's file is the user's).
+        case complete(Key, Generation, replaced: URL? = nil)
         case succeed([WaiterID], Key)
         case fail([WaiterID], Key, Failure)
         /// Hash the completed file with the expectation's algorithm and report `verified`.
         case verify(Key, Checksum)
         /// Delete the partial file and its state, the file that generation produced (if any) and the download's
         /// completed file (if it still has one).
-        case discardFiles(Key, producedBy: Generation?)
+        case discardFiles(Key, producedBy: Generation?, completedFile: URL? = nil)
         /// The completed file is not the download's any more (forgotten, or gone or changed and fetched again): it stays
         /// where it is, the user's, and nothing deletes it. Where the completed file is (and whether there is one) is
-        /// the owner's to know; the machine decides only when it stops being the download's.
-        case releaseCompletedFile(Key)
+        /// the machine's to know (`completedFile(of:)`); the action names it, when there is one.
+        case releaseCompletedFile(Key, file: URL? = nil)
         /// The download is gone: drop its receipt.
         case forget(Key)
         /// Shutdown asked and every transfer has ended.

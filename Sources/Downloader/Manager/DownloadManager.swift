@@ -85,17 +85,12 @@ public actor DownloadManager {
     var machine: Machine
     var book = ReceiptBook<URL>(identify: DownloadDirectory.key(for:))
     var transfers: [URL: RunningTransfer] = [:]
-    /// What each generation produced, until the machine says whether it is the download's file.
-    var results: [URL: (generation: Machine.Generation, result: TransferResult)] = [:]
-    /// A download's verified file: where it is and how long it is.
-    struct CompletedFile: Equatable {
+    /// A download's verified file: where it is and how long it is (the machine's `completedFile(of:)`).
+    struct CompletedFile: Equatable, Sendable {
         var url: URL
         var length: Int64
     }
 
-    /// The completed file of each download that has one (also while a replacement of it is downloading): the only
-    /// record of it. The machine says when it stops being the download's (`releaseCompletedFile`, `discardFiles`).
-    var completedFiles: [URL: CompletedFile] = [:]
     /// How each waiter of the machine is answered.
     var recipients: [Machine.WaiterID: Recipient] = [:]
     /// Downloads of batches that completed during the current `apply`, forgotten once it is done.
@@ -204,16 +199,15 @@ public actor DownloadManager {
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {
             let url = record.receipt.url
+            let hasCompletedFile = record.receipt.state == .completed || record.replacesCompletedFile
             machine.restore(
                 url, state: record.receipt.state, checksum: record.receipt.checksum,
                 expectations: record.savedExpectations, priority: record.options.priority,
-                replacesCompletedFile: record.replacesCompletedFile, interrupted: record.receipt.isInterrupted)
+                replacesCompletedFile: record.replacesCompletedFile, interrupted: record.receipt.isInterrupted,
+                completedFile: hasCompletedFile
+                    ? CompletedFile(url: record.receipt.fileURL, length: record.receipt.totalBytesWritten) : nil)
             book[url] = record
             book[url]?.receipt.expectedChecksum = record.savedExpectations.own
-            if record.receipt.state == .completed || record.replacesCompletedFile {
-                completedFiles[url] = CompletedFile(
-                    url: record.receipt.fileURL, length: record.receipt.totalBytesWritten)
-            }
         }
     }
 
