@@ -79,7 +79,9 @@ extension DownloadManager {
     public func unfinishedDownload(writingTo destination: URL) -> DownloadReceipt? {
         let target = destination.standardizedFileURL
         for record in book.all where record.options.destination?.standardizedFileURL == target {
-            guard record.receipt.state != .completed, machine.completedFile(of: record.receipt.url) == nil else { continue }
+            guard record.receipt.state != .completed, machine.completedFile(of: record.receipt.url) == nil else {
+                continue
+            }
             return record.receipt
         }
         return nil
