@@ -151,7 +151,7 @@ final class Direction: @unchecked Sendable {
 
 // A client that hangs up while a direction is writing to it must end that connection, not the relay.
 signal(SIGPIPE, SIG_IGN)
-let listener = tcpSocket()
+let listener = TCP.socket()
 var yes: Int32 = 1
 setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
 var listenAddress = loopback(port: listenPort)
@@ -177,7 +177,7 @@ while true {
 }
 
 @Sendable func relay(_ client: Int32) {
-    let upstream = tcpSocket()
+    let upstream = TCP.socket()
     var upstreamAddress = loopback(port: upstreamPort)
     let connected = withUnsafePointer(to: &upstreamAddress) {
         $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -196,11 +196,14 @@ while true {
     Direction(from: upstream, to: client, link: link, pair: pair).start()
 }
 
-/// A TCP socket: `SOCK_STREAM` is an `Int32` on Darwin and an enum of Glibc's.
-func tcpSocket() -> Int32 {
-    #if canImport(Darwin)
-        return socket(AF_INET, SOCK_STREAM, 0)
-    #else
-        return socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    #endif
+/// A TCP socket: `SOCK_STREAM` is an `Int32` on Darwin and an enum of Glibc's. (A type's member: a global function of
+/// main.swift belongs to the main actor, and the relay threads call it.)
+enum TCP {
+    static func socket() -> Int32 {
+        #if canImport(Darwin)
+            return Darwin.socket(AF_INET, SOCK_STREAM, 0)
+        #else
+            return Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #endif
+    }
 }
