@@ -36,10 +36,13 @@ extension DownloadManager {
         let (directory, journal, lock) = (self.directory, self.journal, self.lock)
         await fileWork.run {
             journal?.close()
-            let partials = directory.state.names(in: .partial).filter {
-                DownloadDirectory.key(ofPartialName: $0) != nil
-            }
-            guard removesState && partials.isEmpty else {
+            // The partial folder is listed only when the state may go (it can hold many files).
+            guard
+                removesState
+                    && !directory.state.names(in: .partial).contains(where: {
+                        DownloadDirectory.key(ofPartialName: $0) != nil
+                    })
+            else {
                 lock?.release()
                 return
             }
