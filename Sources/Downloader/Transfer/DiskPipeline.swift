@@ -32,6 +32,11 @@ final class DiskPipeline: @unchecked Sendable {
     let hashesByDefault: Bool
     /// The most written bytes the hash stage holds in memory (see the type's summary).
     let hashBacklogLimit: Int64
+    /// Whether received chunks are always copied into the pipeline's blocks (`Shared.appendWrite`); without it they
+    /// are copied only while another pipeline runs in the process (`live`).
+    let copiesChunks: Bool
+    /// How many pipelines exist in the process: the copy into blocks is for several at once (see `appendWrite`).
+    static let live = Locked(0)
     /// While more bytes than this wait to be written, the hasher waits for the writer (see `yieldToWrites()`).
     let hashYieldThreshold: Int64 = 2 << 20
     /// The disk queue is woken when this many bytes wait to be written, or `writeBatchDelay` after the first of
@@ -55,6 +60,8 @@ final class DiskPipeline: @unchecked Sendable {
     let shared: Locked<Shared>
     /// Bytes the hasher had to read back from the file so far (any thread).
     var readBackBytes: Int64 { shared.withLock { $0.readBack } }
+    /// Bytes copied into the pipeline's blocks so far (`Shared.appendWrite`; any thread).
+    var copiedBytes: Int64 { shared.withLock { $0.copied } }
 
     /// The disk queue's fields and the hash queue's (`DiskPipeline+Stages.swift`): each stage owns its own, and
     /// `Transfer.run()` owns both while the pipeline is handed over (before the first command, and after `drained()`).
@@ -67,7 +74,7 @@ final class DiskPipeline: @unchecked Sendable {
     init(
         url: URL, files: PartialFiles, expectation: Checksum? = nil, hashesByDefault: Bool = true,
         hashBacklogLimit: Int64 = 1 << 20, checksFreeSpace: Bool = true, allocation: FileAllocation = .none,
-        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+        copiesChunks: Bool = false, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
         let shared = Locked(Shared())
         let disk = DispatchQueue(label: "Downloader.DiskPipeline.disk")
@@ -86,10 +93,13 @@ final class DiskPipeline: @unchecked Sendable {
         self.expectation = expectation
         self.hashesByDefault = hashesByDefault
         self.hashBacklogLimit = max(1, hashBacklogLimit)
+        self.copiesChunks = copiesChunks
         self.progress = progress
+        Self.live.withLock { $0 += 1 }
     }
 
     deinit {
+        Self.live.withLock { $0 -= 1 }
         let reader = hashStage.valueAtTheEnd.reader
         if reader >= 0 { _ = closeDescriptor(reader) }
     }
@@ -117,12 +127,16 @@ final class DiskPipeline: @unchecked Sendable {
     @discardableResult
     func send(_ command: DiskCommand) -> DownloadError? {
         var count: Int64 = 0
-        if case .write(let data) = command { count = Int64(data.count) }
+        var copies = false
+        if case .write(let data) = command {
+            count = Int64(data.count)
+            copies = copiesChunks || Self.live.withLock { $0 > 1 }
+        }
         if case .writeAt(let data, _) = command { count = Int64(data.count) }
         let (wake, failure) = shared.withLock { shared -> (Wake, DownloadError?) in
             shared.handedOver = false
             shared.changeBuffered(by: count)
-            if case .write(let data) = command {
+            if case .write(let data) = command, copies {
                 shared.appendWrite(data, blockSize: Int(writeBatchBytes))
             } else {
                 shared.commands.append(command)
@@ -410,6 +424,8 @@ extension DiskPipeline {
         /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls
         /// behind the network (see `WindowSizing`).
         var readBack: Int64 = 0
+        /// Bytes copied into blocks so far (`appendWrite`).
+        var copied: Int64 = 0
         /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
         var hashWork: [@Sendable () -> Void] = []
         var hashScheduled = false
@@ -420,11 +436,14 @@ extension DiskPipeline {
         /// Queues written bytes: copied into the block of the last command when it is a write with room left, else
         /// into a new block. URLSession's chunk (16 KiB, allocated on its thread) is then freed at once instead of
         /// waiting for the disk on another thread: freed chunks spread over many malloc arenas kept 20 downloads at
-        /// 157–171 MB, against 64–72 MB with one arena; blocks of a few hundred KiB are few and reused.
+        /// 157–171 MB, against 64–72 MB with one arena; blocks of a few hundred KiB are few and reused. The copy costs
+        /// one transfer alone 8–22 % of its speed on a fast link (BENCHMARKS.md) and buys it nothing, so `send` asks for
+        /// it only with a memory budget or while several pipelines run.
         /// - Parameters:
         ///   - data: the bytes.
         ///   - blockSize: the most bytes of one block (the first block of a transfer is smaller: small files).
         mutating func appendWrite(_ data: Data, blockSize: Int) {
+            copied += Int64(data.count)
             if case .write(var block)? = commands.last, block.count + data.count <= blockSize {
                 commands.removeLast()  // `block` is now the only reference: the bytes are appended in place
                 block.append(data)

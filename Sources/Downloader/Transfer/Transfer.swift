@@ -74,6 +74,9 @@ final class Transfer: Sendable {
         var diskBehindGrace: UInt64 = 5_000_000_000
         /// Written bytes the hash stage may hold in memory; beyond them it reads them back from the file.
         var hashBacklogLimit: Int64 = 1 << 20
+        /// Whether the disk side copies every received chunk into its own blocks (a memory budget), rather than only
+        /// while several transfers run (see `DiskPipeline.copiesChunks`).
+        var copiesChunks = false
         /// Called where a partial file is picked up, before its file work (tests hold it there).
         var beforeRestore = Hook()
 
@@ -90,6 +93,7 @@ final class Transfer: Sendable {
             fitted.firstWindowSize = min(firstWindowSize, fitted.windowSize)
             fitted.maximumUnwrittenBytes = min(maximumUnwrittenBytes, share / 2)
             fitted.hashBacklogLimit = min(hashBacklogLimit, share / 8)
+            fitted.copiesChunks = true
             return fitted
         }
     }
@@ -174,6 +178,7 @@ final class Transfer: Sendable {
             url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
             hashesByDefault: options.computesChecksum, hashBacklogLimit: configuration.hashBacklogLimit,
             checksFreeSpace: configuration.checksFreeSpace, allocation: configuration.fileAllocation,
+            copiesChunks: configuration.copiesChunks,
             progress: { [observer] written, total in observer.transferProgressed(written: written, total: total) })
         defer { pipeline.closeFile() }
 
