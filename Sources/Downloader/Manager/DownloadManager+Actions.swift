@@ -11,10 +11,14 @@ extension DownloadManager {
     func apply(
         _ actions: [Machine.Action], requestOptions: DownloadOptions? = nil, produced: TransferResult? = nil
     ) {
+        machine.carryingOut(actions)
         applyDepth += 1
         defer {
             applyDepth -= 1
-            if applyDepth == 0 { forgetCompletedInBatches() }
+            if applyDepth == 0 {
+                let forgets = machine.forgetAnsweredDownloads()
+                if !forgets.isEmpty { apply(forgets) }
+            }
         }
         for action in actions {
             switch action {
@@ -323,9 +327,7 @@ extension DownloadManager {
             switch recipients.removeValue(forKey: id) {
             case .continuation(let continuation): continuation.resume(with: result.mapError { $0 as any Error })
             case .callback(let callback): callback(result)
-            case .batch(let batch, let request):
-                if case .success(let receipt) = result { completedInBatches.append(receipt.url) }
-                batch.deliver(id, request, result)
+            case .batch(let batch, let request): batch.deliver(id, request, result)
             case nil: continue
             }
         }

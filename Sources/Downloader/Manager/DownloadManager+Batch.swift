@@ -65,16 +65,8 @@ extension DownloadManager {
         let id = makeNumber()
         batch.started(id, url: url)
         recipients[id] = .batch(batch, request)
-        self.request(url, options: request.options, waiter: id)
+        self.request(url, options: request.options, waiter: id, forgetsWhenAnswered: true)
         return !machine.isShuttingDown
-    }
-
-    /// Forgets the batches' downloads that completed, unless they are asked again or still being verified for
-    /// someone (their files stay).
-    func forgetCompletedInBatches() {
-        while let url = completedInBatches.popLast() {
-            if machine.isSettled(url) { forget(url) }
-        }
     }
 
     /// The consumer left: its waiters give up, which suspends the downloads nobody else waits for.

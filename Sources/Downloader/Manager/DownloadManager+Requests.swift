@@ -52,9 +52,14 @@ extension DownloadManager {
 
     /// One caller's request: validated, a completed file moved if its naming or destination changed, then handed to
     /// the machine.
-    func request(_ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?) {
+    /// - Parameter forgetsWhenAnswered: the waiter is a batch's (see `Machine.request`).
+    func request(
+        _ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?, forgetsWhenAnswered: Bool = false
+    ) {
         if machine.isShuttingDown {  // no receipt for a request that cannot start any more
-            return apply(machine.request(url, id: makeNumber(), expectation: nil, waiter: waiter))
+            return apply(
+                machine.request(
+                    url, id: makeNumber(), expectation: nil, waiter: waiter, forgetsWhenAnswered: forgetsWhenAnswered))
         }
         if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
         if (!credentialedURLs.isEmpty && credentialedURLs[url] != nil) || options.carriesSecretHeader {
@@ -76,7 +81,7 @@ extension DownloadManager {
         apply(
             machine.request(
                 url, id: makeNumber(), expectation: expectation, priority: options.priority, waiter: waiter,
-                contradiction: contradiction),
+                contradiction: contradiction, forgetsWhenAnswered: forgetsWhenAnswered),
             requestOptions: options)
         // An expectation that joined is part of the download's saved state at once.
         if let expectations, machine.expectations(of: url) != expectations { persist(url) }

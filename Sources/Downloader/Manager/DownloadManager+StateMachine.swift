@@ -32,6 +32,11 @@ extension DownloadManager {
         private var lifecycle = Lifecycle.running
         /// Completed files the owner is looking at (`.inspectCompletedFile`); the shutdown waits for them too.
         private var inspections = 0
+        /// Waiters of a batch (`DownloadManager.download(_:maximumInFlight:)`) not answered yet: a download one of them
+        /// is told completed is forgotten once settled (see `forgetAnsweredDownloads()`).
+        private var forgettingWaiters: Set<WaiterID> = []
+        /// Downloads a batch's waiter was told completed, to forget once settled.
+        private var completedForBatches: [Key] = []
 
         /// Whether `shutdown()` was called.
         var isShuttingDown: Bool { lifecycle != .running }
@@ -151,10 +156,13 @@ extension DownloadManager {
         ///   - contradiction: what the request's options contradict in the download's own (another destination or
         ///     file name), if anything: a download that is waiting or running refuses it (one that rests takes the
         ///     request's options instead, and a completed one moves its file).
+        ///   - forgetsWhenAnswered: the waiter is a batch's: once it is told the download completed, the download is
+        ///     forgotten when it is settled (`forgetAnsweredDownloads()`), its file kept.
         mutating func request(
             _ key: Key, id: RequestID, expectation: Checksum?, priority: Int = 0, waiter: WaiterID?,
-            contradiction: String? = nil
+            contradiction: String? = nil, forgetsWhenAnswered: Bool = false
         ) -> [Action] {
+            if forgetsWhenAnswered, let waiter { forgettingWaiters.insert(waiter) }
             let asked = HeldRequest(
                 id: id, expectation: expectation, priority: priority, waiter: waiter, contradiction: contradiction)
             if entries[key]?.inspection != nil {
@@ -390,6 +398,34 @@ extension DownloadManager {
             entries[key] = entry
             var actions: [Action] = [.fail([id], key, .waiterCancelled)]
             if entry.waiters.isEmpty { actions += suspend(key) }
+            return actions
+        }
+
+        /// The owner is about to carry out `actions`: the batches' waiters they answer are answered, and the downloads
+        /// they are told completed are to be forgotten (`forgetAnsweredDownloads()`).
+        mutating func carryingOut(_ actions: [Action]) {
+            guard !forgettingWaiters.isEmpty else { return }
+            for action in actions {
+                switch action {
+                case .succeed(let ids, let key):
+                    let answered = ids.filter { forgettingWaiters.remove($0) != nil }
+                    if !answered.isEmpty { completedForBatches.append(key) }
+                case .fail(let ids, _, _):
+                    for id in ids { forgettingWaiters.remove(id) }
+                default:
+                    continue
+                }
+            }
+        }
+
+        /// Forgets, keeping their files, the downloads batches were told completed (`carryingOut`), unless they are
+        /// not settled any more: asked again, or being verified or looked at for someone. The owner asks once the
+        /// actions of an event are carried out, so that none of them finds its download gone.
+        mutating func forgetAnsweredDownloads() -> [Action] {
+            var actions: [Action] = []
+            while let key = completedForBatches.popLast() {
+                if isSettled(key) { actions += remove(key, keepingCompletedFile: true) }
+            }
             return actions
         }
 

@@ -93,9 +93,7 @@ public actor DownloadManager {
 
     /// How each waiter of the machine is answered.
     var recipients: [Machine.WaiterID: Recipient] = [:]
-    /// Downloads of batches that completed during the current `apply`, forgotten once it is done.
-    var completedInBatches: [URL] = []
-    /// How deep `apply` calls are nested (a batch's completed downloads are forgotten at the outermost).
+    /// How deep `apply` calls are nested (the machine forgets a batch's completed downloads after the outermost).
     var applyDepth = 0
     /// The last number given to a waiter or a request (`makeNumber()`).
     var lastNumber = 0
