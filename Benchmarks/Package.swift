@@ -30,6 +30,11 @@ let package = Package(
             name: "urlsession-floor",
             dependencies: [.product(name: "Downloader", package: "swift-downloader")]
         ),
+        // What `dl -i LIST` does with the library, in a process that valgrind can run (instructions per small file).
+        .executableTarget(
+            name: "list-harness",
+            dependencies: [.product(name: "Downloader", package: "swift-downloader")]
+        ),
         // The platform's floor for many small requests: one URLSession, N data tasks at a time, bodies discarded.
         .executableTarget(name: "urlsession-many"),
     ],
