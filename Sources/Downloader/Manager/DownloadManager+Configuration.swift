@@ -69,7 +69,9 @@ extension DownloadManager {
         /// is not logged. Default `nil`.
         public var log: (@Sendable (DownloadLogRecord) -> Void)?
         /// Bytes per Range request; memory use is bounded by about one and a half windows per active download.
-        /// Default 4 MiB.
+        /// Default 8 MiB: each window of a download that is hashed ends with a sync of the file (`fdatasync`) and
+        /// its saved state, and while hashing is the slower side windows do not grow; at 4 MiB that doubled the
+        /// syncs and cost 8 % of a verified 1 GiB download's CPU (BENCHMARKS.md).
         public var windowSize: Int
         /// The most bytes of file data all downloads together keep in memory — windows on their way to the disk,
         /// bytes waiting to be written or hashed — as one budget: each of `maximumActiveDownloads` gets an equal share
@@ -155,7 +157,7 @@ extension DownloadManager {
             prepareRequest = nil
             credentials = [:]
             lowestSpeedInterval = 30
-            windowSize = 4 << 20
+            windowSize = 8 << 20
             memoryBudget = nil
             connectionsPerDownload = 1
             completedDirectory = nil

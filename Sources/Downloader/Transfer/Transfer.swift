@@ -40,7 +40,7 @@ final class Transfer: Sendable {
         /// Bytes of a full Range request at first, and whenever the disk falls behind: memory stays bounded because
         /// the next window starts only once the disk is past the middle of this one (at most one and a half windows
         /// wait in memory, also when windows grow).
-        var windowSize: Int64 = 4 << 20
+        var windowSize: Int64 = 8 << 20
         /// The longest window: after a window the disk kept up with, the next is four times as long, up to this, so
         /// that a link with a long round trip idles between windows less often (see `WindowSizing`).
         var maximumWindowSize: Int64 = 128 << 20

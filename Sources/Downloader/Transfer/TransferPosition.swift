@@ -138,7 +138,7 @@ extension ResourceMetadata {
 /// On a link with a long round trip every window costs one idle round trip before its first byte, so windows grow
 /// while the network, not the disk, is the slower side: a full window during which never more than a quarter of a
 /// base window waited to be written, and the hash stage kept what it had not hashed in memory, makes the next four
-/// times as long, up to `maximum` (from 4 MiB: 16, 64, then 128 MiB, so 256 MiB take five requests, not 64). Memory keeps its bound: a grown window ends early once more than one and a half base windows wait
+/// times as long, up to `maximum` (from 8 MiB: 32, then 128 MiB, so 256 MiB take four requests, not 32). Memory keeps its bound: a grown window ends early once more than one and a half base windows wait
 /// for the disk, and the windows start again at `base`. A window of the base size needs no such limit: the next
 /// request waits until the disk is past the middle of this one, so at most one and a half windows wait.
 struct WindowSizing: Sendable, Equatable {
