@@ -437,8 +437,8 @@ extension DiskPipeline {
         /// into a new block. URLSession's chunk (16 KiB, allocated on its thread) is then freed at once instead of
         /// waiting for the disk on another thread: freed chunks spread over many malloc arenas kept 20 downloads at
         /// 157–171 MB, against 64–72 MB with one arena; blocks of a few hundred KiB are few and reused. The copy costs
-        /// one transfer alone 8–22 % of its speed on a fast link (BENCHMARKS.md) and buys it nothing, so `send` asks for
-        /// it only with a memory budget or while several pipelines run.
+        /// one transfer alone about 10 % of its speed on a fast link (1 GiB with `dl --no-md5`, BENCHMARKS.md) and buys
+        /// it nothing, so `send` asks for it only with a memory budget or while several pipelines run.
         /// - Parameters:
         ///   - data: the bytes.
         ///   - blockSize: the most bytes of one block (the first block of a transfer is smaller: small files).

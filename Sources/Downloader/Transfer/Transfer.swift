@@ -82,7 +82,8 @@ final class Transfer: Sendable {
 
         /// The settings with every bound of what a transfer keeps in memory within `share` bytes (a manager's
         /// `memoryBudget` over its active downloads): windows (about 1.5 of them wait for the disk at most), the bytes
-        /// of a whole body waiting to be written, the hash stage's backlog.
+        /// of a whole body waiting to be written, the hash stage's backlog; and received chunks always copied into the
+        /// disk side's blocks (`copiesChunks`), so that freed memory stays in few malloc arenas.
         /// - Parameter share: the transfer's bytes, at least 1 MiB.
         func fitting(memory share: Int64) -> Configuration {
             let share = max(1 << 20, share)
