@@ -108,6 +108,34 @@ final class DestinationTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test(
+        "A request held behind a look at a completed file, after a removal also held there, starts a new download",
+        .timeLimit(.minutes(TestTime.minutes(1)))  // it hung: the request was dropped and nothing answered it
+    )
+    func requestAfterHeldRemoval() async throws {
+        // Found by the model test (seed 24): the removal forgot the receipt, the request after it adopted its options
+        // into nothing, and its transfer never started; a shutdown then waited for it for ever.
+        let manager = try makeManager()
+        let url = server.url("/bytes/heldagain?size=30000")
+        let content = TestContent(name: "heldagain", size: 30000)
+        let first = try await manager.download(url)
+        // The file-work queue is busy: the look at the completed file waits, the removal and the request behind it.
+        let gate = DispatchSemaphore(value: 0)
+        manager.fileWork.async { gate.wait() }
+        await manager.enqueue(url, options: DownloadOptions(checksum: Checksum(md5: content.md5.hexString)))
+        await manager.remove(url)
+        let (answers, answer) = AsyncStream.makeStream(of: Result<DownloadReceipt, DownloadError>.self)
+        await manager.enqueue(
+            url, options: DownloadOptions(naming: .custom("again.bin")), completion: { answer.yield($0) })
+        gate.signal()
+        var answered = answers.makeAsyncIterator()
+        let again = try #require(await answered.next()).get()
+        #expect(again.state == .completed && again.fileURL.lastPathComponent == "again.bin")
+        #expect(try md5OfFile(again.fileURL) == content.md5)
+        #expect(fileSize(first.fileURL) == nil, "the removal deleted the first file")
+        await manager.shutdown()
+    }
+
     @Test("A completed file that cannot be put where a request asks fails that request clearly, and stays where it was")
     func unplacedFailsTheRequest() async throws {
         let manager = try makeManager()

@@ -22,10 +22,19 @@ extension DownloadManager {
         }
         for action in actions {
             switch action {
-            case .adoptOptions(let url, let fresh, let request):
-                adoptOptions(url, request == nil ? requestOptions : heldRequests[request!], fresh: fresh)
-            case .hold(_, let id):
-                heldRequests[id] = requestOptions ?? DownloadOptions()
+            case .adoptOptions(let url, let fresh, nil):
+                adoptOptions(url, requestOptions, fresh: fresh)
+            case .adoptOptions(let url, let fresh, let id?):
+                let held = heldRequests[id]
+                if fresh, book[url] == nil, let held {
+                    // A removal held before this request forgot the download: the request starts it anew.
+                    if let credentialed = held.credentialedURL { credentialedURLs[url] = credentialed }
+                    openRecord(url, options: held.options)
+                }
+                adoptOptions(url, held?.options, fresh: fresh)
+            case .hold(let url, let id):
+                heldRequests[id] = HeldRequest(
+                    options: requestOptions ?? DownloadOptions(), credentialedURL: credentialedURLs[url])
             case .inspectCompletedFile(let url, let id):
                 inspectCompletedFile(url, request: id)
             case .releaseRequest(let id):
@@ -168,7 +177,13 @@ extension DownloadManager {
     // MARK: - Transfers
 
     private func startTransfer(_ url: URL, generation: Machine.Generation, _ start: Machine.Start) {
-        guard let record = book[url] else { return }
+        guard let record = book[url] else {
+            // Never expected (every download the machine runs has a record): said loudly in debug builds, and the
+            // generation ends at once in release, so that nothing (a shutdown) waits for a transfer that never ran.
+            assertionFailure("a transfer of \(url.absoluteString) was to start without the download's record")
+            apply(machine.transferEnded(url, generation: generation, .cancelled))
+            return
+        }
         var options = record.options
         options.checksum = start.expectation  // the machine's: the caller's, or the new one of a replacement
         options.expectedMD5 = nil

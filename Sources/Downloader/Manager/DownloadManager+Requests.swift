@@ -61,10 +61,7 @@ extension DownloadManager {
                 machine.request(
                     url, id: makeNumber(), expectation: nil, waiter: waiter, forgetsWhenAnswered: forgetsWhenAnswered))
         }
-        if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
-        if (!credentialedURLs.isEmpty && credentialedURLs[url] != nil) || options.carriesSecretHeader {
-            book[url]?.needsCredentials = true
-        }
+        openRecord(url, options: options)
         var expectation: Checksum?
         do throws(DownloadError) {
             if let openError { throw openError }
@@ -113,6 +110,22 @@ extension DownloadManager {
     }
 
     /// A receipt for a download that has no file yet.
+    /// What the actor keeps of a request the machine holds: its options, and the URL with the credentials it was
+    /// asked with (a removal held before it forgets the download's).
+    struct HeldRequest: Sendable {
+        var options: DownloadOptions
+        var credentialedURL: URL?
+    }
+
+    /// Makes the download's record when it has none (a new download, or one a removal forgot), and marks a record
+    /// whose requests carry credentials.
+    func openRecord(_ url: URL, options: DownloadOptions) {
+        if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
+        if (!credentialedURLs.isEmpty && credentialedURLs[url] != nil) || options.carriesSecretHeader {
+            book[url]?.needsCredentials = true
+        }
+    }
+
     func freshReceipt(for url: URL) -> DownloadReceipt {
         let key = DownloadDirectory.key(for: url)
         return DownloadReceipt(
@@ -125,7 +138,7 @@ extension DownloadManager {
     /// after the clean-ups queued before it, before any queued after.
     func inspectCompletedFile(_ url: URL, request id: Machine.RequestID) {
         let file = machine.completedFile(of: url)
-        let plan = file.flatMap { relocation(of: url, file: $0, for: heldRequests[id] ?? DownloadOptions()) }
+        let plan = file.flatMap { relocation(of: url, file: $0, for: heldRequests[id]?.options ?? DownloadOptions()) }
         let fileWork = self.fileWork
         inspections[id] = Task { [weak self] in
             let outcome = await fileWork.run { () -> Inspection in

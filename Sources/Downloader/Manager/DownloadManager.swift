@@ -114,8 +114,8 @@ public actor DownloadManager {
     var credentialedURLs: [URL: URL] = [:]
     /// Completed files being hashed for an expectation (`verify`), until they report.
     var verifications: [UUID: Task<Void, Never>] = [:]
-    /// The options of the requests the machine holds (`.hold` to `.releaseRequest`), by request number.
-    var heldRequests: [Machine.RequestID: DownloadOptions] = [:]
+    /// The requests the machine holds (`.hold` to `.releaseRequest`), by request number.
+    var heldRequests: [Machine.RequestID: HeldRequest] = [:]
     /// Completed files being looked at, and moved, off the actor (`.inspectCompletedFile`), until they report.
     var inspections: [Machine.RequestID: Task<Void, Never>] = [:]
 
