@@ -45,6 +45,8 @@ struct DownloadModel {
         let expectation: Checksum?
         /// The manager (epoch) it asked.
         let epoch: Int
+        /// Its request names the file (`pick-N.bin`) rather than take the server's name.
+        var choosesName = false
         /// What may end it early: the kinds of `DownloadError` that events since its request allow.
         var allowedErrors: Set<String> = []
         var answered = false
@@ -67,15 +69,31 @@ struct DownloadModel {
     /// Whether a resource is known to the manager as far as the model can tell (asked and neither removed nor
     /// forgotten since).
     var known: Set<Int> = []
+    /// Resources some request asked for under the server's name (in this process, a batch or a killed child). The
+    /// manager refuses a request that names the file of a download underway under another name (it does not rename a
+    /// download underway), so a caller that chose a name for one of these may be told `conflictingOptions`. Requests
+    /// reach the manager in an order the model does not know (a `download` call and a batch's later requests run in
+    /// tasks of their own), so this is never cleared: the model only insists that a resource always asked under one
+    /// name is never refused for its name.
+    var askedUnderServerName: Set<Int> = []
     var nextCallerID = 0
 
     /// Registers a caller of `resource`.
-    mutating func addCaller(_ resource: Int, expectation: Checksum?, epoch: Int) -> Int {
+    /// - Parameter choosesName: the request names the file rather than take the server's name.
+    mutating func addCaller(_ resource: Int, expectation: Checksum?, choosesName: Bool, epoch: Int) -> Int {
         nextCallerID += 1
-        callers[nextCallerID] = Caller(id: nextCallerID, resource: resource, expectation: expectation, epoch: epoch)
+        var caller = Caller(id: nextCallerID, resource: resource, expectation: expectation, epoch: epoch)
+        caller.choosesName = choosesName
+        callers[nextCallerID] = caller
         if let expectation, !resources[resource].isTrue(expectation) { wrongGiven.insert(resource) }
-        known.insert(resource)
+        noteRequest(for: resource, choosesName: choosesName)
         return nextCallerID
+    }
+
+    /// A request for `resource`, with or without a caller to answer.
+    mutating func noteRequest(for resource: Int, choosesName: Bool) {
+        known.insert(resource)
+        if !choosesName { askedUnderServerName.insert(resource) }
     }
 
     /// Every caller of `resource` still waiting may now be ended with an error of `kind`.
@@ -111,6 +129,10 @@ struct DownloadModel {
             if ["checksumMismatch", "conflictingOptions"].contains(kind) && wrongGiven.contains(caller.resource) {
                 return []
             }
+            // A name chosen for a download that may be underway under the server's name.
+            if kind == "conflictingOptions" && caller.choosesName && askedUnderServerName.contains(caller.resource) {
+                return []
+            }
             if caller.allowedErrors.contains(kind) { return [] }
             return [
                 "caller \(id) (expecting \(caller.expectation.map(String.init(describing:)) ?? "nothing")) got \(error)"
@@ -138,5 +160,13 @@ extension FileDigest {
         case .sha1: return Checksum(algorithm: .sha1, digest: Hashing.SHA1.hash(data: bytes).bytes)!
         case .sha256: return Checksum(algorithm: .sha256, digest: Hashing.SHA256.hash(data: bytes).bytes)!
         }
+    }
+}
+
+extension DownloadOptions {
+    /// Whether these options name the file rather than take the server's name.
+    var choosesName: Bool {
+        if case .custom = naming { return true }
+        return false
     }
 }

@@ -86,6 +86,14 @@ extension ModelRun {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: completed.path)) ?? []
         for name in names {
             let file = completed.appendingPathComponent(name).standardizedFileURL
+            if owners[file] == nil && forgotten[file] == nil && name.hasPrefix("pick-"),
+                let data = try? Data(contentsOf: file),
+                let resource = forgottenResources.first(where: { model.resources[$0].content.data == data })
+            {
+                // Moved to the name a request chose, then forgotten (the forget waited for the move): the user's.
+                forgotten[file] = resource
+                continue
+            }
             if owners[file] == nil && forgotten[file] == nil {
                 note("\(name) in the completed area belongs to no download and was not forgotten")
                 if ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
@@ -221,8 +229,11 @@ extension ModelRun {
             }
             if receipt.state == .completed {
                 // After the child, a newer version it asked for may be downloading: the file stays the download's.
+                // The child's kill -9 interrupted it: it comes back suspended, or moving again when the manager
+                // continues interrupted downloads.
                 let partials = directory.appendingPathComponent(".downloader").standardizedFileURL.path + "/"
-                let replacing = !exact && restored.state == .suspended && !restored.fileURL.path.hasPrefix(partials)
+                let replacingState = restored.state == .suspended || (continuing && !restored.state.isResting)
+                let replacing = !exact && replacingState && !restored.fileURL.path.hasPrefix(partials)
                 if restored.state != .completed && !replacing {
                     note("\(receipt.url) completed before, \(restored.state) after")
                     if ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {

@@ -32,8 +32,18 @@ final class ModelRun {
     var waiters: [Task<Void, Never>] = []
     /// Files the caller forgot: the user's now, never deleted or changed by the manager.
     var forgotten: [URL: Int] = [:]
+    /// Resources a `forget` step named: a request that chose a name may still be moving the completed file to it (the
+    /// forget waits behind that move), so the file it is forgotten under may be that name (`checkFiles`).
+    var forgottenResources: Set<Int> = []
     var problems: [String] = []
-    var trace: [String] = []
+    var trace: [String] = [] {
+        // Said as it happens with DOWNLOADER_MODEL_VERBOSE: a run that hangs shows where.
+        didSet {
+            guard Self.saysSteps, let last = trace.last else { return }
+            FileHandle.standardError.write(Data("step \(last)\n".utf8))
+        }
+    }
+    static let saysSteps = ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil
     /// Resources whose last word from a caller was `suspend` (or `suspendAll`): a caller's pause, which a restart
     /// must never mark interrupted nor continue on its own (issue #35's restart policy).
     var pausedByCaller: Set<Int> = []
@@ -147,6 +157,7 @@ final class ModelRun {
         case 9..<14: options.checksum = truth.digests[algorithm]
         default: options.checksum = truth.wrong[algorithm]!.randomElement(using: &random)
         }
+        // One name per resource: the only contradiction two requests can have is this name against the server's.
         if Int.random(in: 0..<10, using: &random) == 0 { options.naming = .custom("pick-\(resource % 2).bin") }
         if Int.random(in: 0..<5, using: &random) == 0 { options.priority = Int.random(in: 1...3, using: &random) }
         return (options, options.checksum)
@@ -159,7 +170,7 @@ final class ModelRun {
         switch roll {
         case 0..<22:
             let (options, expectation) = options(for: resource)
-            let id = model.addCaller(resource, expectation: expectation, epoch: epoch)
+            let id = model.addCaller(resource, expectation: expectation, choosesName: options.choosesName, epoch: epoch)
             pausedByCaller.remove(resource)
             downloadCallers[resource] = id
             trace.append("\(step): download r\(resource) #\(id) \(describe(options))")
@@ -179,7 +190,7 @@ final class ModelRun {
                 })
         case 22..<32:
             let (options, expectation) = options(for: resource)
-            let id = model.addCaller(resource, expectation: expectation, epoch: epoch)
+            let id = model.addCaller(resource, expectation: expectation, choosesName: options.choosesName, epoch: epoch)
             pausedByCaller.remove(resource)
             trace.append("\(step): enqueue r\(resource) with completion #\(id) \(describe(options))")
             let outcomes = self.outcomes
@@ -188,7 +199,7 @@ final class ModelRun {
         case 32..<42:
             let (options, expectation) = options(for: resource)
             trace.append("\(step): enqueue r\(resource) \(describe(options))")
-            model.known.insert(resource)
+            model.noteRequest(for: resource, choosesName: options.choosesName)
             pausedByCaller.remove(resource)
             if let expectation, !model.resources[resource].isTrue(expectation) {
                 model.wrongGiven.insert(resource)
@@ -216,6 +227,7 @@ final class ModelRun {
             if let receipt = await manager.receipt(for: url), !receipt.fileURL.path.hasPrefix(partials) {
                 forgotten[receipt.fileURL.standardizedFileURL] = resource
             }
+            forgottenResources.insert(resource)
             forget(resource)
             await manager.forget(url)
         case 71..<74:
@@ -302,9 +314,10 @@ final class ModelRun {
         var requests: [Request] = []
         for _ in 0..<Int.random(in: 1...3, using: &random) {
             let resource = Int.random(in: 0..<model.resources.count, using: &random)
-            model.known.insert(resource)
+            let options = options(for: resource).0
+            model.noteRequest(for: resource, choosesName: options.choosesName)
             pausedByCaller.remove(resource)  // the child's request continues it
-            requests.append(Request(url: model.resources[resource].url, options: options(for: resource).0))
+            requests.append(Request(url: model.resources[resource].url, options: options))
         }
         let json = String(decoding: try JSONEncoder().encode(requests), as: UTF8.self)
         // SpawnedProcess, not Foundation's Process: its run() crashes now and then on Swift 6.3 (see SpawnedProcess).
