@@ -19,9 +19,12 @@ if ! command -v nginx > /dev/null || ! command -v psql > /dev/null; then
 fi
 
 step "build and unit tests"
-swift build --build-tests -Xswiftc -warnings-as-errors
-swift test --skip-build
-FLEET="$(swift build --show-bin-path)/downloader-fleet"
+# EXAMPLES_SCRATCH_PATH (CI): one build folder for the example packages, which share most of their dependencies.
+SCRATCH=()
+if [ -n "${EXAMPLES_SCRATCH_PATH:-}" ]; then SCRATCH=(--scratch-path "$EXAMPLES_SCRATCH_PATH"); fi
+swift build "${SCRATCH[@]}" --build-tests -Xswiftc -warnings-as-errors
+swift test "${SCRATCH[@]}" --skip-build
+FLEET="$(swift build "${SCRATCH[@]}" --show-bin-path)/downloader-fleet"
 
 WORK="$(mktemp -d /tmp/downloader-fleet-e2e.XXXXXX)"
 chmod 755 "$WORK"

@@ -32,8 +32,11 @@ python3 -c "import aria2p" 2> /dev/null || pip install -q aria2p 2> /dev/null
 python3 -c "import aria2p"
 
 step "build"
-swift build -Xswiftc -warnings-as-errors
-SERVER="$(swift build --show-bin-path)/downloader-server"
+# EXAMPLES_SCRATCH_PATH (CI): one build folder for the example packages, which share most of their dependencies.
+SCRATCH=()
+if [ -n "${EXAMPLES_SCRATCH_PATH:-}" ]; then SCRATCH=(--scratch-path "$EXAMPLES_SCRATCH_PATH"); fi
+swift build "${SCRATCH[@]}" -Xswiftc -warnings-as-errors
+SERVER="$(swift build "${SCRATCH[@]}" --show-bin-path)/downloader-server"
 
 WORK="$(mktemp -d /tmp/downloader-server-e2e.XXXXXX)"
 chmod 755 "$WORK"
