@@ -129,6 +129,21 @@ struct ValidatorsTests {
         #expect(Validators(etag: "W/\"abc\"", lastModified: "d").ifRange == "d")
         #expect(Validators(etag: "W/\"abc\"", lastModified: nil).ifRange == nil)
         #expect(Validators().ifRange == nil)
+        var weak = Validators(etag: "W/\"abc\"", lastModified: "d")
+        weak.lastModifiedIsWeak = true
+        #expect(weak.ifRange == nil, "a weak date is never sent")
+        weak.etag = "\"abc\""
+        #expect(weak.ifRange == "\"abc\"", "a strong ETag still is")
+    }
+
+    @Test("A Last-Modified is weak unless at least a second before the response's Date (RFC 9110 §8.8.2.2)")
+    func weakDates() {
+        let date = "Sat, 28 Nov 2026 15:17:05 GMT"
+        #expect(HTTPDate.isWeak(lastModified: date, responseDate: date))
+        #expect(HTTPDate.isWeak(lastModified: "Sat, 28 Nov 2026 15:17:06 GMT", responseDate: date), "after Date")
+        #expect(!HTTPDate.isWeak(lastModified: "Sat, 28 Nov 2026 15:17:04 GMT", responseDate: date))
+        #expect(!HTTPDate.isWeak(lastModified: date, responseDate: nil), "no Date: taken as strong, as before")
+        #expect(!HTTPDate.isWeak(lastModified: "yesterday", responseDate: date), "unparsable: as before")
     }
 
     @Test("A change is an ETag or date that differs; unknown validators never count as a change")

@@ -184,8 +184,12 @@ enum Router {
             default: content.etag
             }
         if let etag { headers.append(("ETag", etag)) }
-        let lastModified = httpDate(content.lastModified)
+        // lastModified=now: a file written this second, as Apache serves it: Last-Modified equals Date, a weak
+        // validator (RFC 9110 §8.8.2.2), which never satisfies If-Range.
+        let modifiedNow = options["lastModified"] == "now"
+        let lastModified = httpDate(modifiedNow ? Date() : content.lastModified)
         if options["lastModified"] != "none" { headers.append(("Last-Modified", lastModified)) }
+        if modifiedNow { headers.append(("Date", lastModified)) }
         switch options["md5"] {
         case "1": headers.append(("Content-MD5", digest(content).base64String))
         case "bad": headers.append(("Content-MD5", MD5.hash(data: Array("not the content".utf8)).base64String))
@@ -227,7 +231,8 @@ enum Router {
             response = Response(status: 200, headers: headers, body: .bytes(Gzip.encode(content.bytes(in: 0..<size))))
         } else if honoursRange, let rangeHeader = head.value("Range"),
             int("norangeFrom").map({ (rangeStart(rangeHeader) ?? 0) < $0 }) ?? true,
-            options["etag"] == "flap" || ifRangeAllows(head.value("If-Range"), etag: etag, lastModified: lastModified)
+            options["etag"] == "flap"
+                || ifRangeAllows(head.value("If-Range"), etag: etag, lastModified: modifiedNow ? nil : lastModified)
         {
             switch parseRange(rangeHeader, size: size) {
             case .satisfiable(let range):
@@ -314,8 +319,9 @@ enum Router {
         return response
     }
 
-    /// Whether an `If-Range` condition lets the range through (RFC 9110 §13.1.5: strong ETag or exact date).
-    private static func ifRangeAllows(_ ifRange: String?, etag: String?, lastModified: String) -> Bool {
+    /// Whether an `If-Range` condition lets the range through (RFC 9110 §13.1.5: strong ETag or exact date; a weak
+    /// date, `nil` here, matches nothing).
+    private static func ifRangeAllows(_ ifRange: String?, etag: String?, lastModified: String?) -> Bool {
         guard let ifRange = ifRange?.trimmingCharacters(in: .whitespaces) else { return true }
         if ifRange.hasPrefix("\"") { return etag == ifRange }
         if ifRange.hasPrefix("W/") { return false }

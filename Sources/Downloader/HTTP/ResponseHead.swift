@@ -64,9 +64,17 @@ extension HTTPURLResponse {
             authenticationSchemes: statusCode == 401 ? HostCredentials.offeredSchemes(self) : [])
     }
 
-    /// `ETag` and `Last-Modified` as sent.
+    /// `ETag` and `Last-Modified` as sent, the date marked weak when it is not at least a second before `Date`.
     var validators: Validators {
-        Validators(etag: value(forHTTPHeaderField: "ETag"), lastModified: value(forHTTPHeaderField: "Last-Modified"))
+        var validators = Validators(
+            etag: value(forHTTPHeaderField: "ETag"), lastModified: value(forHTTPHeaderField: "Last-Modified"))
+        // Only a date that If-Range would send is judged (nginx's strong ETags never need the date parsed).
+        if !validators.hasStrongETag, let modified = validators.lastModified,
+            HTTPDate.isWeak(lastModified: modified, responseDate: value(forHTTPHeaderField: "Date"))
+        {
+            validators.lastModifiedIsWeak = true
+        }
+        return validators
     }
 
     /// The raw `Content-Disposition` file name, if any (sanitise before use).
@@ -272,6 +280,15 @@ enum RetryAfter {
 
 /// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, with the obsolete RFC 850 and asctime forms accepted.
 enum HTTPDate {
+    /// Whether a `Last-Modified` date is weak (RFC 9110 §8.8.2.2): not at least one second before the response's
+    /// `Date`. Without a `Date`, or with a date that does not parse, it is taken as strong (as before this was judged).
+    static func isWeak(lastModified: String, responseDate: String?) -> Bool {
+        guard let responseDate else { return false }
+        if responseDate == lastModified { return true }  // the same second, without parsing
+        guard let modified = parse(lastModified), let date = parse(responseDate) else { return false }
+        return date.timeIntervalSince(modified) < 1
+    }
+
     private static let formats = [
         "EEE, dd MMM yyyy HH:mm:ss zzz", "EEEE, dd-MMM-yy HH:mm:ss zzz", "EEE MMM d HH:mm:ss yyyy",
     ]

@@ -5,6 +5,10 @@ struct Validators: Codable, Equatable, Sendable {
     var etag: String?
     /// The `Last-Modified` date as sent.
     var lastModified: String?
+    /// `true` when the date is weak: not at least a second before the response's `Date` (RFC 9110 §8.8.2.2; Apache
+    /// serves a file written this second so). A weak date still tells versions apart but is never sent in `If-Range`,
+    /// where it can only fail. `nil` otherwise, and in states saved before this was known.
+    var lastModifiedIsWeak: Bool?
 
     /// Whether the ETag is strong: only a strong ETag may be used in `If-Range` (RFC 9110 §13.1.5).
     var hasStrongETag: Bool {
@@ -12,10 +16,10 @@ struct Validators: Codable, Equatable, Sendable {
         return etag.hasPrefix("\"") && etag.hasSuffix("\"") && etag.count >= 2
     }
 
-    /// The `If-Range` value: the strong ETag, else the Last-Modified date, else `nil` (no safe resume check).
+    /// The `If-Range` value: the strong ETag, else a strong Last-Modified date, else `nil` (no safe resume check).
     var ifRange: String? {
         if hasStrongETag { return etag }
-        return lastModified
+        return lastModifiedIsWeak == true ? nil : lastModified
     }
 
     /// Whether another response describes a different version. Unknown validators never count as a change.
