@@ -5,8 +5,8 @@ struct Validators: Codable, Equatable, Sendable {
     var etag: String?
     /// The `Last-Modified` date as sent.
     var lastModified: String?
-    /// `true` when the date is weak: not at least a second before the response's `Date` (RFC 9110 §8.8.2.2; Apache
-    /// serves a file written this second so). A weak date still tells versions apart but is never sent in `If-Range`,
+    /// `true` when the date is weak: not well before the response's `Date` (RFC 9110 §8.8.2.2, `HTTPDate.isWeak`;
+    /// Apache serves a file written this second so). A weak date still tells versions apart but is never sent in `If-Range`,
     /// where it can only fail. `nil` otherwise, and in states saved before this was known.
     var lastModifiedIsWeak: Bool?
 
