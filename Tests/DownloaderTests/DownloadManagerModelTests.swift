@@ -18,7 +18,7 @@ struct DownloadManagerModelTests {
 
     static var seeds: [UInt64] {
         if let seed = environment["DOWNLOADER_MODEL_SEED"].flatMap(UInt64.init) { return [seed] }
-        let count = environment["DOWNLOADER_MODEL_SEEDS"].flatMap(Int.init) ?? (runsUnderSanitizer ? 2 : 6)
+        let count = environment["DOWNLOADER_MODEL_SEEDS"].flatMap(Int.init) ?? (runsUnderSanitizer ? 1 : 6)
         return (0..<UInt64(count)).map { $0 }
     }
 

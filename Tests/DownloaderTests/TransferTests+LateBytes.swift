@@ -57,7 +57,7 @@ extension TransferTests {
         // chunk). The grace period is long here, so that a loaded machine's slow disk is not taken for one that stays
         // behind (the rule's own tests check the default without sockets).
         let soft = Transfer.Configuration().maximumUnwrittenBytes
-        let size = runsUnderSanitizer ? 40 << 20 : 96 << 20  // past the stall (28 MiB) either way
+        let size = runsUnderSanitizer ? 32 << 20 : 96 << 20  // past the stall (28 MiB) either way
         let stallAt = Int((8 << 20) + soft + soft / 4)
         let ahead = Int(soft / 2)
         let stalled = Locked(false)

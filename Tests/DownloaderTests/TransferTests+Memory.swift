@@ -73,9 +73,11 @@ extension TransferTests {
     /// outcome; a wrong file, or more memory, is not.
     @Test(
         "A whole body in one response holds a bounded amount in memory, with or without a length",
-        arguments: ["length=none&norange=1", "norange=1"])
+        // Under ThreadSanitizer (CI's second run, for races, not memory) one case of 32 MiB, past the hard limit: the
+        // two cases of 48 MiB were a fifth of that run's CPU.
+        arguments: runsUnderSanitizer ? ["norange=1"] : ["length=none&norange=1", "norange=1"])
     func wholeStreamIsBounded(options: String) async throws {
-        let size = runsUnderSanitizer ? 48 << 20 : 128 << 20
+        let size = runsUnderSanitizer ? 32 << 20 : 128 << 20
         let name = "stream\(options.count)"
         let transfer = Transfer(
             url: server.url("/bytes/\(name)?size=\(size)&\(options)"), options: DownloadOptions(), directory: directory,
