@@ -64,7 +64,7 @@ extension HTTPURLResponse {
             authenticationSchemes: statusCode == 401 ? HostCredentials.offeredSchemes(self) : [])
     }
 
-    /// `ETag` and `Last-Modified` as sent, the date marked weak when it is not at least a second before `Date`.
+    /// `ETag` and `Last-Modified` as sent, the date marked weak when it is less than two seconds before `Date`.
     var validators: Validators {
         var validators = Validators(
             etag: value(forHTTPHeaderField: "ETag"), lastModified: value(forHTTPHeaderField: "Last-Modified"))

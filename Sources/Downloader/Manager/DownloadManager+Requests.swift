@@ -109,7 +109,6 @@ extension DownloadManager {
         apply(machine.cancelWaiter(id, of: url))
     }
 
-    /// A receipt for a download that has no file yet.
     /// What the actor keeps of a request the machine holds: its options, and the URL with the credentials it was
     /// asked with (a removal held before it forgets the download's).
     struct HeldRequest: Sendable {
@@ -126,6 +125,7 @@ extension DownloadManager {
         }
     }
 
+    /// A receipt for a download that has no file yet.
     func freshReceipt(for url: URL) -> DownloadReceipt {
         let key = DownloadDirectory.key(for: url)
         return DownloadReceipt(
