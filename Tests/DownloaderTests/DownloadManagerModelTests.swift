@@ -27,18 +27,7 @@ struct DownloadManagerModelTests {
     @Test("Random API calls, restarts and kill -9 keep what each caller must see")
     func randomSequences() async throws {
         var steps = 0
-        for seed in Self.seeds {
-            let run = try ModelRun(seed: seed)
-            try await run.run(steps: Self.steps)
-            steps += run.trace.count
-            #expect(run.problems.isEmpty, "\(run.problems.prefix(5).joined(separator: "\n")) — \(run.context)")
-            if !run.problems.isEmpty, Self.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
-                print("TRACE\n" + run.trace.joined(separator: "\n"))
-                let journal = run.directory.appendingPathComponent(".downloader/journal")
-                print("JOURNAL\n" + ((try? String(contentsOf: journal, encoding: .utf8)) ?? "none"))
-                print("EVENTS\n" + run.log.withLock { $0.map { "\($0.epoch) \($0.event)" }.joined(separator: "\n") })
-            }
-        }
+        for seed in Self.seeds { steps += try await Self.check(seed: seed, steps: Self.steps) }
         print("model test: \(Self.seeds.count) seeds, \(steps) steps")
     }
 
@@ -51,10 +40,22 @@ struct DownloadManagerModelTests {
 
     @Test("Seeds that once found a defect still pass", .disabled(if: runsUnderSanitizer))
     func rememberedSeeds() async throws {
-        for seed in Self.remembered {
-            let run = try ModelRun(seed: seed)
-            try await run.run(steps: 60)
-            #expect(run.problems.isEmpty, "\(run.problems.prefix(5).joined(separator: "\n")) — \(run.context)")
+        for seed in Self.remembered { _ = try await Self.check(seed: seed, steps: 60) }
+    }
+
+    /// Runs one seed and expects no problem (with DOWNLOADER_MODEL_VERBOSE, a failure prints the trace, the journal
+    /// and the events).
+    /// - Returns: the steps the run took.
+    static func check(seed: UInt64, steps: Int) async throws -> Int {
+        let run = try ModelRun(seed: seed)
+        try await run.run(steps: steps)
+        #expect(run.problems.isEmpty, "\(run.problems.prefix(5).joined(separator: "\n")) — \(run.context)")
+        if !run.problems.isEmpty, environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
+            print("TRACE\n" + run.trace.joined(separator: "\n"))
+            let journal = run.directory.appendingPathComponent(".downloader/journal")
+            print("JOURNAL\n" + ((try? String(contentsOf: journal, encoding: .utf8)) ?? "none"))
+            print("EVENTS\n" + run.log.withLock { $0.map { "\($0.epoch) \($0.event)" }.joined(separator: "\n") })
         }
+        return run.trace.count
     }
 }

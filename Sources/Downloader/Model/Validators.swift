@@ -6,8 +6,8 @@ struct Validators: Codable, Equatable, Sendable {
     /// The `Last-Modified` date as sent.
     var lastModified: String?
     /// `true` when the date is weak: not well before the response's `Date` (RFC 9110 §8.8.2.2, `HTTPDate.isWeak`;
-    /// Apache serves a file written this second so). A weak date still tells versions apart but is never sent in `If-Range`,
-    /// where it can only fail. `nil` otherwise, and in states saved before this was known.
+    /// Apache serves a file written this second so). A weak date still tells versions apart but is never sent in
+    /// `If-Range`, where it can only fail. `nil` otherwise, and in states saved before this was known.
     var lastModifiedIsWeak: Bool?
 
     /// Whether the ETag is strong: only a strong ETag may be used in `If-Range` (RFC 9110 §13.1.5).

@@ -162,11 +162,3 @@ extension FileDigest {
         }
     }
 }
-
-extension DownloadOptions {
-    /// Whether these options name the file rather than take the server's name.
-    var choosesName: Bool {
-        if case .custom = naming { return true }
-        return false
-    }
-}

@@ -15,7 +15,8 @@ extension ModelRun {
         for _ in 0..<count {
             let resource = Int.random(in: 0..<model.resources.count, using: &random)
             let (options, expectation) = options(for: resource)
-            let id = model.addCaller(resource, expectation: expectation, choosesName: options.choosesName, epoch: epoch)
+            let id = model.addCaller(
+                resource, expectation: expectation, choosesName: options.chosenNaming != nil, epoch: epoch)
             pausedByCaller.remove(resource)
             downloadCallers[resource] = id
             batchCallers.insert(id)

@@ -86,22 +86,20 @@ extension ModelRun {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: completed.path)) ?? []
         for name in names {
             let file = completed.appendingPathComponent(name).standardizedFileURL
-            if owners[file] == nil && forgotten[file] == nil && name.hasPrefix("pick-"),
-                let data = try? Data(contentsOf: file),
+            guard owners[file] == nil && forgotten[file] == nil else { continue }
+            if name.hasPrefix("pick-"), let data = try? Data(contentsOf: file),
                 let resource = forgottenResources.first(where: { model.resources[$0].content.data == data })
             {
                 // Moved to the name a request chose, then forgotten (the forget waited for the move): the user's.
                 forgotten[file] = resource
                 continue
             }
-            if owners[file] == nil && forgotten[file] == nil {
-                note("\(name) in the completed area belongs to no download and was not forgotten")
-                if ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
-                    print("STRAY \(name)\n" + receipts.map(\.description).joined(separator: "\n"))
-                    let journal = directory.appendingPathComponent(".downloader/journal")
-                    print("JOURNAL\n" + ((try? String(contentsOf: journal, encoding: .utf8)) ?? "none"))
-                    print(log.withLock { $0.map { "\($0.epoch) \($0.event)" }.joined(separator: "\n") })
-                }
+            note("\(name) in the completed area belongs to no download and was not forgotten")
+            if ProcessInfo.processInfo.environment["DOWNLOADER_MODEL_VERBOSE"] != nil {
+                print("STRAY \(name)\n" + receipts.map(\.description).joined(separator: "\n"))
+                let journal = directory.appendingPathComponent(".downloader/journal")
+                print("JOURNAL\n" + ((try? String(contentsOf: journal, encoding: .utf8)) ?? "none"))
+                print(log.withLock { $0.map { "\($0.epoch) \($0.event)" }.joined(separator: "\n") })
             }
         }
         checkSentinel()

@@ -36,6 +36,8 @@ final class ModelRun {
     /// forget waits behind that move), so the file it is forgotten under may be that name (`checkFiles`).
     var forgottenResources: Set<Int> = []
     var problems: [String] = []
+    /// The steps asked of `run(steps:)`, for the replay line.
+    var steps = 0
     var trace: [String] = [] {
         // Said as it happens with DOWNLOADER_MODEL_VERBOSE: a run that hangs shows where.
         didSet {
@@ -92,7 +94,8 @@ final class ModelRun {
 
     /// Where a failure says how to replay it.
     var context: String {
-        "seed \(seed) (replay: DOWNLOADER_MODEL_SEED=\(seed) swift test --filter DownloadManagerModelTests); "
+        "seed \(seed) (replay: DOWNLOADER_MODEL_SEED=\(seed) DOWNLOADER_MODEL_STEPS=\(steps) swift test --filter "
+            + "DownloadManagerModelTests); "
             + "last steps: \(trace.suffix(12).joined(separator: "; "))"
     }
 
@@ -127,6 +130,7 @@ final class ModelRun {
     // MARK: - Steps
 
     func run(steps: Int) async throws {
+        self.steps = steps
         try await open()
         for step in 0..<steps {
             try await self.step(step)
@@ -170,7 +174,8 @@ final class ModelRun {
         switch roll {
         case 0..<22:
             let (options, expectation) = options(for: resource)
-            let id = model.addCaller(resource, expectation: expectation, choosesName: options.choosesName, epoch: epoch)
+            let id = model.addCaller(
+                resource, expectation: expectation, choosesName: options.chosenNaming != nil, epoch: epoch)
             pausedByCaller.remove(resource)
             downloadCallers[resource] = id
             trace.append("\(step): download r\(resource) #\(id) \(describe(options))")
@@ -190,7 +195,8 @@ final class ModelRun {
                 })
         case 22..<32:
             let (options, expectation) = options(for: resource)
-            let id = model.addCaller(resource, expectation: expectation, choosesName: options.choosesName, epoch: epoch)
+            let id = model.addCaller(
+                resource, expectation: expectation, choosesName: options.chosenNaming != nil, epoch: epoch)
             pausedByCaller.remove(resource)
             trace.append("\(step): enqueue r\(resource) with completion #\(id) \(describe(options))")
             let outcomes = self.outcomes
@@ -199,7 +205,7 @@ final class ModelRun {
         case 32..<42:
             let (options, expectation) = options(for: resource)
             trace.append("\(step): enqueue r\(resource) \(describe(options))")
-            model.noteRequest(for: resource, choosesName: options.choosesName)
+            model.noteRequest(for: resource, choosesName: options.chosenNaming != nil)
             pausedByCaller.remove(resource)
             if let expectation, !model.resources[resource].isTrue(expectation) {
                 model.wrongGiven.insert(resource)
@@ -315,7 +321,7 @@ final class ModelRun {
         for _ in 0..<Int.random(in: 1...3, using: &random) {
             let resource = Int.random(in: 0..<model.resources.count, using: &random)
             let options = options(for: resource).0
-            model.noteRequest(for: resource, choosesName: options.choosesName)
+            model.noteRequest(for: resource, choosesName: options.chosenNaming != nil)
             pausedByCaller.remove(resource)  // the child's request continues it
             requests.append(Request(url: model.resources[resource].url, options: options))
         }
