@@ -26,7 +26,7 @@ extension DownloadManager {
                 adoptOptions(url, requestOptions, fresh: fresh)
             case .adoptOptions(let url, let fresh, let id?):
                 let held = heldRequests[id]
-                if fresh, book[url] == nil, let held {
+                if fresh, !book.contains(url), let held {
                     // A removal held before this request forgot the download: the request starts it anew.
                     if let credentialed = held.credentialedURL { credentialedURLs[url] = credentialed }
                     openRecord(url, options: held.options)
@@ -48,7 +48,7 @@ extension DownloadManager {
                 publish(url, state)
             case .recordFailure(let url, let error):
                 let error = credentialsHint(url, error)
-                book[url]?.receipt.error = error
+                book.update(url) { $0.receipt.error = error }
             case .start(let url, let generation, let start):
                 startTransfer(url, generation: generation, start)
             case .cancel(let url, let generation):
@@ -65,7 +65,9 @@ extension DownloadManager {
             case .discardFiles(let url, let generation, let completedFile):
                 discardFiles(url, [generation == nil ? nil : produced?.fileURL, completedFile].compactMap { $0 })
             case .releaseCompletedFile(let url, let file):
-                releaseCompletedFile(url, file)
+                // A removal that keeps the file forgets the record next: only the claim is given up.
+                let forgotten = actions.contains { if case .forget(url) = $0 { true } else { false } }
+                releaseCompletedFile(url, file, keepsRecord: !forgotten)
             case .forget(let url):
                 book[url] = nil
                 credentialedURLs[url] = nil
@@ -92,17 +94,18 @@ extension DownloadManager {
 
     /// The request's options become the download's (see `DownloadOptions.merged(into:)`).
     private func adoptOptions(_ url: URL, _ options: DownloadOptions?, fresh: Bool) {
-        guard var record = book[url] else { return }
-        if let options { record.options = fresh ? options : options.merged(into: record.options) }
-        book[url] = record
+        guard let options else { return }
+        book.update(url) { record in record.options = fresh ? options : options.merged(into: record.options) }
     }
 
     /// The completed file is not the download's any more: its name is free for any download, and a receipt that
     /// stays points at a partial file again.
-    private func releaseCompletedFile(_ url: URL, _ released: URL?) {
+    /// - Parameter keepsRecord: `false` when the record is forgotten right after (a fresh receipt would cost 25,000
+    ///   instructions for nothing, issue #52).
+    private func releaseCompletedFile(_ url: URL, _ released: URL?, keepsRecord: Bool) {
         guard let released else { return }
         directory.claims.release(released, of: url)
-        guard var record = book[url] else { return }
+        guard keepsRecord, var record = book[url] else { return }
         let fresh = freshReceipt(for: url)
         record.receipt.fileURL = fresh.fileURL
         record.receipt.filename = fresh.filename
@@ -116,52 +119,56 @@ extension DownloadManager {
     /// change only while a transfer runs: the ticker and the transfer's end keep them true.) One event per change: a
     /// state that is already the receipt's is not announced again (what else changed is `.progress`).
     private func publish(_ url: URL, _ state: DownloadState) {
-        guard var record = book[url] else { return }
-        let before = record.receipt
         let kept = machine.receiptFacts(of: url)
-        record.receipt.state = state
-        record.receipt.expectedChecksum = kept.expectations.own
-        record.receipt.isInterrupted = kept.isInterrupted
-        if state == .completed, let completed = machine.completedFile(of: url) {
-            // Also after a replacement that failed: the receipt describes the file that is still there.
-            record.receipt.fileURL = completed.url
-            record.receipt.filename = completed.url.lastPathComponent
-            record.receipt.totalBytesWritten = completed.length
-            record.receipt.totalBytesExpectedToWrite = completed.length
+        // Also after a replacement that failed: the receipt describes the file that is still there.
+        let completed = state == .completed ? machine.completedFile(of: url) : nil
+        let changed = book.update(url) { record -> (before: DownloadReceipt, after: DownloadReceipt) in
+            let before = record.receipt
+            record.receipt.state = state
+            record.receipt.expectedChecksum = kept.expectations.own
+            record.receipt.isInterrupted = kept.isInterrupted
+            if let completed {
+                record.receipt.fileURL = completed.url
+                record.receipt.filename = completed.url.lastPathComponent
+                record.receipt.totalBytesWritten = completed.length
+                record.receipt.totalBytesExpectedToWrite = completed.length
+            }
+            if state != .downloading {
+                record.receipt.bytesPerSecond = nil
+                record.receipt.estimatedTimeRemaining = nil
+                record.receipt.activeConnections = 0
+            }
+            if state != .failed && state != .completed { record.receipt.error = nil }
+            return (before, record.receipt)
         }
-        if state != .downloading {
-            record.receipt.bytesPerSecond = nil
-            record.receipt.estimatedTimeRemaining = nil
-            record.receipt.activeConnections = 0
-        }
-        if state != .failed && state != .completed { record.receipt.error = nil }
-        book[url] = record
+        guard let (before, receipt) = changed else { return }
         if state.isResting && !progressHandlers.isEmpty { endProgress(url) }
         // The receipt carries the machine's expectation already: saved as it is (no `persist` look-ups again).
         guard before.state != state else {
-            if before != record.receipt {
-                emit(.progress(record.receipt))
+            if before != receipt {
+                emit(.progress(receipt))
                 markUnsaved(url)
             }
             return
         }
-        emit(.stateChanged(record.receipt))
+        emit(.stateChanged(receipt))
         markUnsaved(url)
     }
 
     /// Records the file a generation produced as the download's completed file in its receipt.
     private func complete(_ url: URL, _ produced: TransferResult?, replaced: URL?) {
         if let replaced { directory.claims.release(replaced, of: url) }  // a file at an earlier destination stays
-        guard let transfer = produced, var record = book[url] else { return }
-        record.receipt.fileURL = transfer.fileURL
-        record.receipt.filename = transfer.fileURL.lastPathComponent
-        record.receipt.totalBytesWritten = transfer.length
-        record.receipt.totalBytesExpectedToWrite = transfer.length
-        record.receipt.checksum = transfer.checksum
-        record.receipt.verification = transfer.verification
-        record.receipt.error = nil
-        record.suggestedFilename = transfer.suggestedFilename
-        book[url] = record
+        guard let transfer = produced else { return }
+        book.update(url) { record in
+            record.receipt.fileURL = transfer.fileURL
+            record.receipt.filename = transfer.fileURL.lastPathComponent
+            record.receipt.totalBytesWritten = transfer.length
+            record.receipt.totalBytesExpectedToWrite = transfer.length
+            record.receipt.checksum = transfer.checksum
+            record.receipt.verification = transfer.verification
+            record.receipt.error = nil
+            record.suggestedFilename = transfer.suggestedFilename
+        }
     }
 
     /// A refusal (401, 403, 407) of a download whose credentials were not given again after a restart says so.
@@ -255,7 +262,7 @@ extension DownloadManager {
         let file = result.map { CompletedFile(url: $0.fileURL, length: $0.length) }
         apply(machine.transferEnded(url, generation: generation, end, produced: file), produced: result)
         // A download removed while its file was being placed: its placement record must not outlive it.
-        if book[url] == nil { persist(url) }
+        if !book.contains(url) { persist(url) }
     }
 
     /// A download's `Retry-After` is over: it takes the first place in the queue.
@@ -265,7 +272,7 @@ extension DownloadManager {
 
     private func transferWillRetry(_ url: URL, generation: Machine.Generation, _ retry: TransferRunner.Retry) {
         guard machine.isRunning(url, generation: generation) else { return }
-        book[url]?.receipt.error = retry.error
+        book.update(url) { $0.receipt.error = retry.error }
         persist(url)
         emit(.retrying(url, attempt: retry.attempt, delay: retry.delay, reason: retry.error))
     }
@@ -288,7 +295,7 @@ extension DownloadManager {
     private func verifiedFile(_ url: URL, expectation: Checksum, actual: Checksum?, id: UUID) {
         verifications[id] = nil
         apply(machine.verified(url, expectation: expectation, actual: actual))
-        if book[url] != nil { persist(url) }  // the expectations it settled are not kept any more
+        if book.contains(url) { persist(url) }  // the expectations it settled are not kept any more
     }
 
     /// Deletes a download's partial file and state, and `files` (what a generation produced, its completed file), on
@@ -356,7 +363,9 @@ extension DownloadManager {
     func persist(_ url: URL) {
         // The expectation is the machine's: the receipt shows it as it is saved.
         let own = machine.expectations(of: url).own
-        if book[url]?.receipt.expectedChecksum != own { book[url]?.receipt.expectedChecksum = own }
+        book.update(url) { record in
+            if record.receipt.expectedChecksum != own { record.receipt.expectedChecksum = own }
+        }
         markUnsaved(url)
     }
 

@@ -119,9 +119,9 @@ extension DownloadManager {
     /// Makes the download's record when it has none (a new download, or one a removal forgot), and marks a record
     /// whose requests carry credentials.
     func openRecord(_ url: URL, options: DownloadOptions) {
-        if book[url] == nil { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
+        if !book.contains(url) { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
         if (!credentialedURLs.isEmpty && credentialedURLs[url] != nil) || options.carriesSecretHeader {
-            book[url]?.needsCredentials = true
+            book.update(url) { $0.needsCredentials = true }
         }
     }
 
@@ -198,7 +198,7 @@ extension DownloadManager {
             apply(machine.completedFileInspected(url, request: id, intact: true, unplaced: error))
         }
         // An expectation that joined is part of the download's saved state at once.
-        if book[url] != nil, machine.expectations(of: url) != expectations { persist(url) }
+        if book.contains(url), machine.expectations(of: url) != expectations { persist(url) }
     }
 
     /// Where a request's explicit naming or destination puts a completed file (no network: it is the same file): a

@@ -544,27 +544,32 @@ extension DownloadManager {
             return false
         }
         for (url, var transfer) in transfers where machine.isRunning(url, generation: transfer.generation) {
-            guard var record = book[url] else { continue }
             let counts = transfer.report.current
             let (written, total) = (counts.written, counts.total)
-            let speed = transfer.meter.sample(bytes: written)
-            let moved =
-                written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
-                || counts.requests != record.receipt.activeConnections
-            // While nothing arrives, the falling speed and growing ETA are still published, once a second.
-            transfer.idleTicks = moved ? 0 : transfer.idleTicks + 1
-            transfers[url] = transfer
-            guard moved || (transfer.idleTicks % 10 == 0 && speed != record.receipt.bytesPerSecond) else { continue }
-            record.receipt.totalBytesWritten = written
-            record.receipt.totalBytesExpectedToWrite = total
-            record.receipt.bytesPerSecond = speed
-            record.receipt.activeConnections = counts.requests
-            record.receipt.estimatedTimeRemaining = total.flatMap { total in
-                speed.flatMap { $0 > 0 ? Double(max(0, total - written)) / $0 : nil }
+            let published = book.update(url) { record -> DownloadReceipt? in
+                let speed = transfer.meter.sample(bytes: written)
+                let moved =
+                    written != record.receipt.totalBytesWritten || total != record.receipt.totalBytesExpectedToWrite
+                    || counts.requests != record.receipt.activeConnections
+                // While nothing arrives, the falling speed and growing ETA are still published, once a second.
+                transfer.idleTicks = moved ? 0 : transfer.idleTicks + 1
+                guard moved || (transfer.idleTicks % 10 == 0 && speed != record.receipt.bytesPerSecond) else {
+                    return nil
+                }
+                record.receipt.totalBytesWritten = written
+                record.receipt.totalBytesExpectedToWrite = total
+                record.receipt.bytesPerSecond = speed
+                record.receipt.activeConnections = counts.requests
+                record.receipt.estimatedTimeRemaining = total.flatMap { total in
+                    speed.flatMap { $0 > 0 ? Double(max(0, total - written)) / $0 : nil }
+                }
+                return record.receipt
             }
-            book[url] = record
-            emit(.progress(record.receipt))
-            for channel in progressHandlers[url] ?? [] { channel.progress(record.receipt) }
+            guard let published else { continue }  // no record
+            transfers[url] = transfer
+            guard let receipt = published else { continue }  // nothing to publish
+            emit(.progress(receipt))
+            for channel in progressHandlers[url] ?? [] { channel.progress(receipt) }
         }
         return true
     }

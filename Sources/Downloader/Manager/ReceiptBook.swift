@@ -40,7 +40,10 @@ struct ReceiptBook<Key: Hashable> {
         get { records[key] }
         set {
             if let newValue {
-                if records.updateValue(newValue, forKey: key) == nil {
+                if let index = records.index(forKey: key) {
+                    records.values[index] = newValue  // the old record is not handed back (`updateValue` copies it)
+                } else {
+                    records[key] = newValue
                     if let identify, identified != nil { identified?[identify(key)] = key }
                     position[key] = order.count
                     order.append(key)
@@ -53,6 +56,23 @@ struct ReceiptBook<Key: Hashable> {
                 compactIfSparse()
             }
         }
+    }
+
+    /// Whether there is a record of `key` (without copying it, as `book[key] != nil` does).
+    func contains(_ key: Key) -> Bool {
+        records.index(forKey: key) != nil
+    }
+
+    /// Changes the record of `key` where it is stored: one look-up and no copy of the record, where `book[key]`
+    /// read, changed and written back costs two look-ups and a copy (issue #52).
+    /// - Parameters:
+    ///   - key: the record's key.
+    ///   - change: what to do with the record.
+    /// - Returns: what `change` returned, or `nil` when there is no record of `key` (and `change` did not run).
+    @discardableResult
+    mutating func update<Result>(_ key: Key, _ change: (inout ReceiptRecord) -> Result) -> Result? {
+        guard let index = records.index(forKey: key) else { return nil }
+        return change(&records.values[index])
     }
 
     /// The keys in request order.

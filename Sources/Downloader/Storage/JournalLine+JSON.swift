@@ -188,6 +188,14 @@ struct JSONText {
         bytes.append(contentsOf: String(value).utf8)
     }
 
+    mutating func unsigned(_ value: UInt64) {
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func boolean(_ value: Bool) {
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
     mutating func raw(_ json: Data) {
         bytes.append(contentsOf: json)
     }

@@ -230,7 +230,7 @@ extension DiskPipeline {
             if positional == nil {
                 writer?.close()  // bytes so far were appended; from now on every byte is written at its offset
                 writer = nil
-                positional = FileWriter(descriptor: try files.openPartial(.positional), fileURL: files.partialURL)
+                positional = FileWriter(descriptor: try files.openPartial(.positional), fileName: files.partialName)
             }
             try Self.withBytes(of: data) { (buffer) throws(DownloadError) in
                 try positional!.write(buffer, at: start, downloadURL: url)

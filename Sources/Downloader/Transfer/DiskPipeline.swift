@@ -381,7 +381,9 @@ final class DiskPipeline: @unchecked Sendable {
 
     /// Opens the partial file for appending if it is not open yet (disk queue, or drained).
     func openWriter() throws(DownloadError) {
-        if writer == nil { writer = FileWriter(descriptor: try files.openPartial(.append), fileURL: files.partialURL) }
+        if writer == nil {
+            writer = FileWriter(descriptor: try files.openPartial(.append), fileName: files.partialName)
+        }
     }
 
     /// Replaces the partial file with a new empty one (disk queue, after the hasher forgot the state, or drained).
@@ -395,7 +397,7 @@ final class DiskPipeline: @unchecked Sendable {
         segmented = false
         offset = 0
         files.removePartial()
-        writer = FileWriter(descriptor: try files.openPartial(.create), fileURL: files.partialURL)
+        writer = FileWriter(descriptor: try files.openPartial(.create), fileName: files.partialName)
     }
 }
 
