@@ -324,4 +324,22 @@ final class DownloadManagerTests: Sendable {
         #expect(receipt.state == .failed && receipt.error == .unsupportedScheme)
         #expect(server.requests.isEmpty)
     }
+
+    @Test("Forgetting a download writes its removal to the journal once, and a restart does not bring it back")
+    func forgetWritesOneRemoval() async throws {
+        let manager = try makeManager()
+        let url = server.url("/bytes/forgotten?size=3000")
+        _ = try await manager.download(url)
+        await manager.forget(url)
+        await manager.shutdown()  // every pending save written
+        let journal = try String(
+            contentsOf: temporary.url.appendingPathComponent(".downloader/journal"), encoding: .utf8)
+        let removals = journal.split(separator: "\n").filter {
+            $0.hasPrefix(url.absoluteString + "\t") && $0.contains("{\"remove\"")
+        }
+        #expect(removals.count == 1, "\(journal)")
+        let restarted = try makeManager()
+        #expect(await restarted.receipt(for: url) == nil)
+        await restarted.shutdown()
+    }
 }

@@ -74,9 +74,10 @@ extension DownloadManager {
                 endProgress(url)
                 emit(.removed(url))
                 // The removal line now, not with the next save: a download asked for again within the same save
-                // would otherwise inherit the removed one's pending placement in the journal.
+                // would otherwise inherit the removed one's pending placement in the journal. A save still pending
+                // for it would only write the removal again (one line in five a file; issue #52): dropped.
                 journal?.append([.remove(url)])
-                persist(url)
+                unsavedURLs.remove(url)
             case .wake(let url, let delay):
                 Task { [weak self] in
                     try? await Task.sleep(for: .seconds(delay))

@@ -46,7 +46,7 @@ final class ReceiptJournal: @unchecked Sendable {
     /// Placements of verified files written and not yet superseded by a completed line or a removal.
     private var placements: [String: JournalEntry.Placement] = [:]
     /// Lines not written yet, in order; a download's newer line replaces its older one in place.
-    private var unsaved: [(key: String, line: Data, isRemoval: Bool)?] = []
+    private var unsaved: [(key: String, line: [UInt8], isRemoval: Bool)?] = []
     private var unsavedPosition: [String: Int] = [:]
     private var syncScheduled = false
     private var retryScheduled = false
@@ -173,10 +173,7 @@ final class ReceiptJournal: @unchecked Sendable {
         guard !isClosed else { return }
         for line in lines.map(withPlacement) {
             let key = line.url.absoluteString
-            var data = Data(key.utf8)
-            data.append(0x09)
-            data.append(line.json())
-            data.append(0x0a)
+            let data = line.journalLine(key: key)
             var isRemoval = false
             if case .remove = line { isRemoval = true }
             if let position = unsavedPosition[key] { unsaved[position] = nil }
@@ -209,8 +206,8 @@ final class ReceiptJournal: @unchecked Sendable {
     /// Writes every unsaved line with one `write(2)`; on failure the file is cut back to its last whole line.
     private func writeUnsaved() {
         guard !unsaved.isEmpty, fd >= 0 else { return }
-        var batch = Data()
-        for case let item? in unsaved { batch.append(item.line) }
+        var batch: [UInt8] = []
+        for case let item? in unsaved { batch.append(contentsOf: item.line) }
         do {
             try batch.withUnsafeBytes { try AtomicFile.writeAll(fd, $0) }
         } catch {
