@@ -62,11 +62,11 @@ extension JournalEntry {
         }
         if credentialsNotSaved == true {
             out.key("credentialsNotSaved")
-            out.raw("true".utf8)
+            out.boolean(true)
         }
         if interrupted == true {
             out.key("interrupted")
-            out.raw("true".utf8)
+            out.boolean(true)
         }
         if let otherExpectations, !otherExpectations.isEmpty {
             out.key("otherExpectations")
@@ -151,7 +151,7 @@ extension DownloadOptions {
             out.close()
         }
         out.key("computesMD5")  // its 1.0 key
-        out.raw((computesChecksum ? "true" : "false").utf8)
+        out.boolean(computesChecksum)
         if priority != 0 {
             out.key("priority")
             out.raw(String(priority).utf8)
