@@ -205,11 +205,34 @@ extension ModelRun {
             }
             if receipts.first(where: { $0.url == url })?.state == .completed && (completedSince || final) {
                 found.append(
-                    "\(url) completed; the expectation \(pending.expectation) given without a callback was never said")
+                    "\(url) completed; the expectation \(pending.expectation) given without a callback was never said"
+                        + " (\(history(of: url, since: pending.since)))")
                 return true
             }
             return false
         }
+    }
+
+    /// What a failure about `url` needs to be understood from CI's log alone: its events since `position` (not its
+    /// progress) and its last lines in the journal.
+    func history(of url: URL, since position: Int) -> String {
+        let events = log.withLock { $0.dropFirst(position).filter { $0.event.url == url } }.compactMap {
+            (epoch, event) -> String? in
+            switch event {
+            case .stateChanged(let receipt):
+                return "\(epoch):\(receipt.state)\(receipt.expectedChecksum.map { " own \($0)" } ?? "")"
+            case .warning(_, let reason): return "\(epoch):warning \(reason.prefix(80))"
+            case .retrying(_, let attempt, _, _): return "\(epoch):retry \(attempt)"
+            case .removed: return "\(epoch):removed"
+            default: return nil
+            }
+        }
+        let file = directory.appendingPathComponent(".downloader/journal")
+        let journal =
+            (try? String(contentsOf: file, encoding: .utf8))
+            .map { $0.split(separator: "\n").filter { $0.hasPrefix(url.absoluteString + "\t") }.suffix(3) } ?? []
+        return "events: \(events.joined(separator: ", ")); journal: "
+            + journal.map { String($0.dropFirst(url.absoluteString.count + 1).prefix(400)) }.joined(separator: " | ")
     }
 
     /// Downloads known before a restart are known after it, completed ones with the same file (`exact`), the others

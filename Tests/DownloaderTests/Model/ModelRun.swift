@@ -318,13 +318,16 @@ final class ModelRun {
             var options: DownloadOptions
         }
         var requests: [Request] = []
+        var asked: [String] = []
         for _ in 0..<Int.random(in: 1...3, using: &random) {
             let resource = Int.random(in: 0..<model.resources.count, using: &random)
             let options = options(for: resource).0
             model.noteRequest(for: resource, choosesName: options.chosenNaming != nil)
             pausedByCaller.remove(resource)  // the child's request continues it
             requests.append(Request(url: model.resources[resource].url, options: options))
+            asked.append("r\(resource) \(describe(options))")
         }
+        trace.append("the child asks for \(asked.joined(separator: ", "))")
         let json = String(decoding: try JSONEncoder().encode(requests), as: UTF8.self)
         // SpawnedProcess, not Foundation's Process: its run() crashes now and then on Swift 6.3 (see SpawnedProcess).
         let child = try SpawnedProcess(
