@@ -37,6 +37,9 @@ extension DiskPipeline {
         var reservedSpace = false
         /// The total length the last described metadata gives (for progress).
         var total: Int64?
+        /// The partial file is the new empty one `emptyFile()` made, nothing written to it since: starting over again
+        /// (the first response of a fresh download does) need not make another (issue #52: five system calls a file).
+        var isFreshlyEmptied = false
     }
 
     /// The hash queue's state (or the transfer's, when the pipeline is handed over).
@@ -74,6 +77,10 @@ extension DiskPipeline {
     var segmented: Bool {
         _read { yield diskStage.value.segmented }
         _modify { yield &diskStage.value.segmented }
+    }
+    var isFreshlyEmptied: Bool {
+        _read { yield diskStage.value.isFreshlyEmptied }
+        _modify { yield &diskStage.value.isFreshlyEmptied }
     }
     var segmentBytesSinceCheckpoint: Int64 {
         _read { yield diskStage.value.segmentBytesSinceCheckpoint }
@@ -128,6 +135,7 @@ extension DiskPipeline {
 extension DiskPipeline {
     /// Continues from a partial file of `length` bytes whose first `length` bytes `hash` covers.
     func resume(at length: Int64, hash: StreamingHash?) {
+        isFreshlyEmptied = false
         self.hash = hash
         offset = length
         hashedOffset = length
@@ -135,6 +143,7 @@ extension DiskPipeline {
 
     /// Closes the partial file's writers (the next write opens it again).
     func closeFile() {
+        isFreshlyEmptied = false
         writer?.close()
         writer = nil
         positional?.close()
@@ -147,6 +156,7 @@ extension DiskPipeline {
         closeReader()
         files.removePartial()
         files.removeState()
+        shared.withLock { $0.stateMayExist = false }
     }
 
     /// Gives up the partial file of a body no later request can continue (the server ignores Range: the next request
@@ -165,6 +175,7 @@ extension DiskPipeline {
             restartedAfterMismatch: metadata.restartedAfterMismatch, ignoresETag: metadata.ignoresETag, segments: nil,
             file: nil, boot: Boot.identifier)
         try? files.saveState(state)
+        shared.withLock { $0.stateMayExist = true }
     }
 
     /// Fails the pipeline at once when the partial file's file system has less room than the bytes still to come (disk
@@ -225,6 +236,7 @@ extension DiskPipeline {
     /// Writes bytes at an offset and raises the watermark over every range that now joins it (disk queue).
     func write(_ data: Data, at start: Int64) {
         guard failure == nil, !data.isEmpty else { return }
+        isFreshlyEmptied = false
         let range = start..<(start + Int64(data.count))
         do throws(DownloadError) {
             if positional == nil {
@@ -404,7 +416,7 @@ extension DiskPipeline {
     /// Forgets the hash and the saved state (they described other bytes) and chooses the hash for a new file.
     func resetHash(announced: [Checksum]) {
         durable.sync {}  // a state still being saved would describe the old bytes
-        files.removeState()
+        removeSavedState()
         hashedOffset = 0
         checkpointOffset = 0
         closeReader()
@@ -501,6 +513,7 @@ extension DiskPipeline {
             if let reason { throw .fileSystem(url, reason: "cannot sync \(files.partialName): \(reason)") }
         }
         willSave?(state.hashedLength, state.file?.size ?? 0)
+        defer { shared.withLock { $0.stateMayExist = true } }  // after: a deletion racing it is then ordered first
         try files.saveState(state)
     }
 

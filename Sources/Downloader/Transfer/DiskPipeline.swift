@@ -298,6 +298,7 @@ final class DiskPipeline: @unchecked Sendable {
         }
         offset += written
         receivedThisRun += written
+        if written > 0 { isFreshlyEmptied = false }
         // Every byte that reached the file goes on to the hasher (a chunk cut by an error, for its written part).
         var left = written
         for data in writes {
@@ -392,12 +393,24 @@ final class DiskPipeline: @unchecked Sendable {
     /// unlinked, never written through, and ext4 does not flush a new file when it is closed as it does a file
     /// truncated to zero (`auto_da_alloc`: over a second for a fresh 1 GiB download).
     func emptyFile() throws(DownloadError) {
+        if isFreshlyEmptied && writer != nil && offset == 0 && beyond.isEmpty && positional == nil { return }
         closeFile()
         beyond = []
         segmented = false
         offset = 0
         files.removePartial()
         writer = FileWriter(descriptor: try files.openPartial(.create), fileName: files.partialName)
+        isFreshlyEmptied = true
+    }
+
+    /// Deletes the saved state, unless none was saved since the last deletion (a small file never saves one; issue
+    /// #52). Once the saving is over (`durable`), or drained.
+    func removeSavedState() {
+        let saved = shared.withLock { shared in
+            defer { shared.stateMayExist = false }
+            return shared.stateMayExist
+        }
+        if saved { files.removeState() }
     }
 }
 
@@ -409,6 +422,9 @@ extension DiskPipeline {
         /// Whether the partial file is given up (`abandon`): what still waits to be written, hashed or synced is
         /// dropped (fences still open).
         var abandoned = false
+        /// Whether a saved state of the partial file may exist: one was saved since it was last deleted, or it is
+        /// not known (`removeSavedState()`).
+        var stateMayExist = true
         /// Commands sent and not yet taken by the disk queue.
         var commands: [DiskCommand] = []
         /// Whether a drain of `commands` is scheduled on the disk queue.

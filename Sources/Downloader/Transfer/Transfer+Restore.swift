@@ -471,7 +471,7 @@ extension Transfer {
                     TransferPlacement(
                         file: file, length: pipeline.offset, checksum: checksum, suggestedFilename: suggested))
             })
-        pipeline.files.removeState()
+        pipeline.removeSavedState()
         return file
     }
 }
