@@ -94,6 +94,7 @@ extension Transfer {
         let saved: PartialState
         switch pipeline.files.loadState() {
         case .missing:
+            pipeline.shared.withLock { $0.stateMayExist = false }  // none to delete when it starts over (issue #52)
             return startOver(pipeline, probe: probe)
         case .unusable(let reason):
             warn("the saved state of \(pipeline.files.partialName) was not used (\(reason)); starting from byte 0")
