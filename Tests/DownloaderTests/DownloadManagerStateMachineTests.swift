@@ -185,13 +185,21 @@ struct DownloadManagerStateMachineTests {
         #expect(starts(ended) == [2])
     }
 
-    @Test("A completed file stops being the download's when it is forgotten, before anything is deleted")
+    @Test("A completed file stops being the download's when it is forgotten, and nothing is deleted")
     func completedFileReleased() {
         var machine = Machine(limit: 1, prioritization: .fifo)
         machine.restore("kept", state: .completed, checksum: nil)
+        // Its partial file became the completed file: nothing to delete (issue #52; a crash's leftovers are swept
+        // when a manager opens the folder).
+        #expect(machine.remove("kept", keepingCompletedFile: true) == [.releaseCompletedFile("kept"), .forget("kept")])
+        // A completed download removed with its file: the file is deleted.
+        machine.restore(
+            "gone", state: .completed, checksum: nil,
+            completedFile: DownloadManager.CompletedFile(url: URL(fileURLWithPath: "/tmp/gone.bin"), length: 1))
         #expect(
-            machine.remove("kept", keepingCompletedFile: true) == [
-                .releaseCompletedFile("kept"), .forget("kept"), .discardFiles("kept", producedBy: nil),
+            machine.remove("gone") == [
+                .forget("gone"),
+                .discardFiles("gone", producedBy: nil, completedFile: URL(fileURLWithPath: "/tmp/gone.bin")),
             ])
         machine.restore("there", state: .completed, checksum: nil)
         #expect(

@@ -373,6 +373,11 @@ extension DownloadManager {
                 entry.isRemoved = true
                 entry.discardsFiles = true
                 entries[key] = entry
+            case .completed where keepingCompletedFile && !entry.replacesCompletedFile:
+                // Forgotten with its file kept: its partial file became that file and its state was deleted then, so
+                // there is nothing to delete (two system calls and a hop to the file queue a file, issue #52; what a
+                // crash left is swept when a manager opens the folder).
+                entries[key] = nil
             case .queued, .idle, .suspended, .failed, .completed:
                 slots.dequeue(key)
                 entries[key] = nil
