@@ -2,7 +2,8 @@
 # Benchmarks/syscalls.sh [COUNT] — the system calls a small file costs (issue #52): `strace -f -c` of
 # `dl -q -j 16 -P OUT -i LIST` and of the platform's floor (`urlsession-many LIST 16`: URLSession alone, bodies
 # discarded, no disk) over COUNT (default 2,000) 1 KiB files from loopback nginx, written to a tmpfs. Prints, per
-# system call, the calls per file of each and the difference (dl's own). DL=PATH names another release dl.
+# system call, the calls per file of each and the difference (dl's own). DL=PATH names another release dl;
+# KEEP_STRACE=DIR keeps both `strace -c` tables there.
 # Counts, not times: they do not depend on the machine's load (the futex and epoll counts do a little: they are
 # wake-ups, and a busier machine merges some).
 set -euo pipefail
