@@ -26,7 +26,7 @@ struct TransferPosition: Sendable {
     private(set) var offset: Int64 = 0
     /// What the responses said about the resource.
     var metadata = ResourceMetadata()
-    /// The last bytes accepted (between one and two times `keptLength`), while `keepsRecentBytes`.
+    /// The last bytes accepted (at most two times `keptLength`, in a buffer of their own), while `keepsRecentBytes`.
     private(set) var recentBytes = Data()
     /// Whether to keep `recentBytes`: a resource without a strong validator is continued only after comparing the bytes
     /// before the resume point with the ones the file has (no splice).
@@ -57,7 +57,11 @@ struct TransferPosition: Sendable {
         offset += Int64(data.count)
         guard keepsRecentBytes else { return }
         recentBytes.append(data)
-        if recentBytes.count > 2 * keptLength { recentBytes = recentBytes.suffix(keptLength) }
+        // A copy, not a `suffix`: a slice of `Data` keeps the whole buffer it was cut from, and appending to it grows
+        // that buffer, so the body stayed in memory (127 MB for 128 MiB without an ETag; the bound is 96 MB).
+        if recentBytes.count > 2 * keptLength {
+            recentBytes = recentBytes.suffix(keptLength).withUnsafeBytes { Data($0) }
+        }
     }
 
     /// Starts again from byte 0 (the metadata stays: the caller decides what is still true).
