@@ -24,6 +24,19 @@ struct ResourceMetadataVersionTests {
         #expect(Self.known(etag: nil).compare(Validators(etag: "\"x\""), completeLength: 1000) == .same)
     }
 
+    @Test("A weak ETag followed by the same tag, strong, is the same version; strong then weak is not")
+    func weakThenStrong() {
+        // RFC 9110 §8.8.3.2: the weak comparison of W/"v-a" and "v-a" matches. Apache marks the ETag of a file written
+        // within the second weak, and the same tag strong a moment later.
+        let weak = Self.known(etag: "W/\"v-a\"")
+        func answer(_ etag: String) -> Validators { Validators(etag: etag, lastModified: Self.date) }
+        #expect(weak.compare(answer("\"v-a\""), completeLength: 1000) == .same)
+        #expect(weak.compare(answer("W/\"v-a\""), completeLength: 1000) == .same)
+        #expect(weak.compare(answer("\"v-b\""), completeLength: 1000) != .same)
+        // The file's version was proved by a strong tag: a weak one says less, and it is not taken as the same.
+        #expect(Self.known().compare(answer("W/\"v-a\""), completeLength: 1000) != .same)
+    }
+
     @Test("Only the ETag differs, same length and date: backends that disagree, not a new version")
     func otherETag() {
         let verdict = Self.known().compare(Validators(etag: "\"v-b\"", lastModified: Self.date), completeLength: 1000)

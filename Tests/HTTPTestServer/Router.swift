@@ -175,6 +175,9 @@ enum Router {
             switch options["etag"] {
             case "none": nil
             case "weak": "W/" + content.etag
+            // Apache serving a file written the second it was first asked for: that GET's ETag is weak, later ones
+            // are the same tag, strong.
+            case "weakFirst": (counters.gets == 0 ? "W/" : "") + content.etag
             // Two backends behind one name: the same bytes, a different ETag on every other GET.
             case "flap": String(content.etag.dropLast()) + (counters.gets % 2 == 0 ? "-a\"" : "-b\"")
             // The same two backends, HEAD routed to the other one than GET.

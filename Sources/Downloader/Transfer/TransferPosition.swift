@@ -111,6 +111,13 @@ extension ResourceMetadata {
     ///   - completeLength: the whole resource's length the answer gives, if any.
     /// - Returns: whether the answer is the same version, the same bytes under another ETag, or another version.
     func compare(_ validators: Validators, completeLength: Int64?) -> VersionComparison {
+        var validators = validators
+        // A weak ETag, then the same tag strong, match by the weak comparison (RFC 9110 §8.8.3.2): Apache marks the ETag
+        // of a file written within the second weak, and strong a moment later. The known (weak) one is kept, so each
+        // continuation still compares the bytes before it. Strong, then weak, is not taken as the same.
+        if let known = self.validators.etag, known.hasPrefix("W/"), validators.etag == String(known.dropFirst(2)) {
+            validators.etag = known
+        }
         if validators.differs(from: self.validators) {
             let sameLength = totalLength != nil && completeLength == totalLength
             let sameDate =
