@@ -7,15 +7,20 @@ import Testing
 /// Issue #23: servers that curl, wget and aria2c get through — broken ranges, ETags that flap between backends, a
 /// stored gzip labelled `Content-Encoding: gzip` — real bytes over real sockets.
 extension TransferTests {
+    /// A transfer of `path` with windows from 1 MiB (after a 16 KiB first request) that records the warnings it gives.
+    func warnedTransfer(_ path: String) -> (Transfer, Locked<[String]>) {
+        let warnings = Locked<[String]>([])
+        let transfer = Transfer(
+            url: server.url(path), options: DownloadOptions(), directory: directory, bridge: bridge,
+            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
+            warn: { message in warnings.withLock { $0.append(message) } })
+        return (transfer, warnings)
+    }
+
     @Test("A server that answers every Range with 416 but a plain GET with 200: fetched whole, once, without ranges")
     func rangeAlways416() async throws {
         let size = 3 << 20
-        let warnings = Locked<[String]>([])
-        let transfer = Transfer(
-            url: server.url("/bytes/r416?size=\(size)&range416=1"), options: DownloadOptions(), directory: directory,
-            bridge: bridge,
-            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
-            warn: { message in warnings.withLock { $0.append(message) } })
+        let (transfer, warnings) = warnedTransfer("/bytes/r416?size=\(size)&range416=1")
         let result = try await transfer.run()
         #expect(result.md5 == TestContent(name: "r416", size: size).md5)
         #expect(try md5OfFile(result.fileURL) == TestContent(name: "r416", size: size).md5)
@@ -62,12 +67,7 @@ extension TransferTests {
         // Tried against Apache 2.4 (stop 59): a file written the second it was first served has a weak ETag, then
         // the same tag strong; dl warned that the server answers with another ETag and stopped trusting its ETags.
         let size = 4 << 20
-        let warnings = Locked<[String]>([])
-        let transfer = Transfer(
-            url: server.url("/bytes/weakfirst?size=\(size)&etag=weakFirst"), options: DownloadOptions(),
-            directory: directory, bridge: bridge,
-            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
-            warn: { message in warnings.withLock { $0.append(message) } })
+        let (transfer, warnings) = warnedTransfer("/bytes/weakfirst?size=\(size)&etag=weakFirst")
         let result = try await transfer.run()
         let content = TestContent(name: "weakfirst", size: size)
         #expect(result.md5 == content.md5)
@@ -112,12 +112,7 @@ extension TransferTests {
         // counted as "another version in place of the rest" (seen in issue #33's 200 MiB no-length runs).
         let size = 300_000
         let name = "whole\(length.isEmpty ? "len" : "nolen")"
-        let warnings = Locked<[String]>([])
-        let transfer = Transfer(
-            url: server.url("/bytes/\(name)?size=\(size)&norange=1\(length)"), options: DownloadOptions(),
-            directory: directory, bridge: bridge,
-            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
-            warn: { message in warnings.withLock { $0.append(message) } })
+        let (transfer, warnings) = warnedTransfer("/bytes/\(name)?size=\(size)&norange=1\(length)")
         let result = try await transfer.run()
         #expect(result.md5 == TestContent(name: name, size: size).md5)
         #expect(warnings.withLock { $0 }.isEmpty, "\(warnings.withLock { $0 })")
@@ -136,12 +131,7 @@ extension TransferTests {
         "A stored gzip labelled Content-Encoding gzip with ranges honoured (Apache AddEncoding): saved decoded, whole")
     func storedGzipWithRanges() async throws {
         let size = 300_000
-        let warnings = Locked<[String]>([])
-        let transfer = Transfer(
-            url: server.url("/bytes/dataset.tar.gz?size=\(size)&encoding=stored"), options: DownloadOptions(),
-            directory: directory, bridge: bridge,
-            configuration: .init(windowSize: 1 << 20, firstWindowSize: 16 << 10, firstRequestBudget: nil),
-            warn: { message in warnings.withLock { $0.append(message) } })
+        let (transfer, warnings) = warnedTransfer("/bytes/dataset.tar.gz?size=\(size)&encoding=stored")
         let result = try await transfer.run()
         // URLSession decodes the body: the file is the content inside the gzip, fetched whole without Range.
         let content = TestContent(name: "dataset.tar.gz", size: size)
