@@ -182,14 +182,16 @@ extension ModelRun {
         // task: under load it may not have appended the last ones yet (a warning from the verification that ended
         // last; seen in CI, seed 11). A problem is waited out within a deadline before it is one.
         _ = await Self.poll(within: .seconds(10)) {
-            !self.model.unanswerable.contains { self.verdict(on: $0, receipts, final: final) == .unsaid }
+            let heard = self.heard()
+            return !self.model.unanswerable.contains { self.verdict(on: $0, receipts, heard, final: final) == .unsaid }
         }
         var found: [String] = []
         defer { for problem in found { note(problem) } }
         let pending = model.unanswerable
         model.unanswerable = []
+        let heard = heard()
         for item in pending {
-            switch verdict(on: item, receipts, final: final) {
+            switch verdict(on: item, receipts, heard, final: final) {
             case .said: break
             case .waiting: model.unanswerable.append(item)
             case .unsaid:
@@ -203,12 +205,21 @@ extension ModelRun {
 
     enum UnanswerableVerdict { case said, waiting, unsaid }
 
+    /// What the manager has said so far: the events logged and the callers' answers.
+    typealias Heard = (events: [DownloadEvent], answers: [Int: Result<DownloadReceipt, DownloadError>])
+
+    /// What the manager has said so far, taken once for every pending expectation a check looks at.
+    func heard() -> Heard {
+        (log.withLock { $0.map(\.event) }, outcomes.withLock { $0 })
+    }
+
     /// Whether a wrong expectation given without a way to answer was said, may still be, or should have been.
     func verdict(
-        on pending: DownloadModel.Unanswerable, _ receipts: [DownloadReceipt], final: Bool
+        on pending: DownloadModel.Unanswerable, _ receipts: [DownloadReceipt],
+        _ heard: Heard, final: Bool
     ) -> UnanswerableVerdict {
         let url = model.resources[pending.resource].url
-        let events = log.withLock { $0.dropFirst(pending.since).map(\.event) }
+        let events = heard.events.dropFirst(pending.since)
         let said = events.contains { event in
             switch event {
             case .warning(url, _): return true
@@ -218,10 +229,9 @@ extension ModelRun {
         }
         if said { return .said }
         // A caller of the same download with the same expectation that was told it failed told it for everyone.
-        let answers = outcomes.withLock { $0 }
         let toldByCaller = model.callers.values.contains { caller in
             guard caller.resource == pending.resource, caller.expectation == pending.expectation,
-                case .failure? = answers[caller.id]
+                case .failure? = heard.answers[caller.id]
             else { return false }
             return true
         }
