@@ -110,7 +110,7 @@ final class DestinationTests: Sendable {
 
     @Test(
         "A request held behind a look at a completed file, after a removal also held there, starts a new download",
-        .timeLimit(.minutes(TestTime.minutes(1)))  // it hung: the request was dropped and nothing answered it
+        .timeLimit(.minutes(TestTime.minutes(4)))  // it hung: the request was dropped and nothing answered it
     )
     func requestAfterHeldRemoval() async throws {
         // Found by the model test (seed 24): the removal forgot the receipt, the request after it adopted its options
