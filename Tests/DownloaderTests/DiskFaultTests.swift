@@ -38,7 +38,9 @@ final class DiskFaultTests: Sendable {
         let full = server.url("/bytes/full?size=3000000&length=none&norange=1")
         await #expect(throws: DownloadError.fileSystem) { try await manager.download(full) }
         let failed = try #require(await manager.receipt(for: full))
-        #expect(failed.state == .failed && failed.error?.reason.contains("writing") == true, "\(failed)")
+        #expect(
+            failed.state == .failed && failed.error?.reason.contains("writing") == true,
+            "\(failed): \(failed.error?.reason ?? "no error")")
         await manager.remove(full)
         await manager.waitUntilQuiet()
         let after = try await manager.download(server.url("/bytes/after?size=100000"))
