@@ -101,8 +101,11 @@ final class DLFlagTests: Sendable, DLFileChecks {
     @Test("--lowest-speed-limit treats a trickling body as stalled (after aria2's 30 s)")
     func lowestSpeed() async throws {
         let url = server.url("/bytes/trickle?size=1000000&rate=2000")
+        // `-T 900`: the speed check alone ends the request. Once in CI (stop 60) the trickle reached dl not at all for
+        // 30 s, and the default 30 s timeout ended it first ("no data for 30 s"): both rules were due at once.
         let outcome = try await DLProcess.run(
-            ["--dir", dir.path, "--lowest-speed-limit", "100k", "--retries", "0", url.absoluteString], in: work)
+            ["--dir", dir.path, "--lowest-speed-limit", "100k", "-T", "900", "--retries", "0", url.absoluteString],
+            in: work)
         #expect(outcome.status == 1)
         #expect(outcome.stderr.contains("slower than 102400 bytes/s for 30 s"), "\(outcome.stderr)")
     }

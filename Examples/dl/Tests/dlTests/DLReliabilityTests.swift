@@ -125,18 +125,23 @@ final class DLReliabilityTests: Sendable {
         // all ten have stalled: every kill lands while all ten transfers are mid-way, whatever the machine's load;
         // after `kills` runs no stall is left. A run's short first request (16 KiB, before any stall) is not counted
         // (`stallReached`): counted, it used up the stalls after two runs, and the later kills landed wherever whole
-        // files were streaming.
+        // files were streaming. The stall outlasts dl's timeout (`-T 900`): under CI's load the ten stalls once began
+        // more than dl's default 30 s apart, dl retried the first ones, each retry spent a stall, and the last run had
+        // too few left (stop 60: "kill 3", dl ended with every file).
         let stalls = (0..<10).map { _ in Int.random(in: 20_000...100_000, using: &random) }
         let names = (0..<10).map { "loop\($0)" }
         let urls = zip(names, stalls).map { name, stall in
-            server.url("/bytes/\(name)?size=\(size)&stallAfter=\(stall)&stall=60&stallCount=\(kills)&stallReached=1")
+            server.url("/bytes/\(name)?size=\(size)&stallAfter=\(stall)&stall=600&stallCount=\(kills)&stallReached=1")
                 .absoluteString
         }
         for kill in 0..<kills {
             let before = server.statistics.stallsBegun
-            let process = try DLProcess(["--dir", dir.path, "--quiet", "--max-active", "10"] + urls, in: work)
+            let process = try DLProcess(
+                ["--dir", dir.path, "--quiet", "-T", "900", "--max-active", "10"] + urls, in: work)
             #expect(
-                await process.send(SIGKILL, when: server) { $0.stallsBegun >= before + names.count }, "kill \(kill)")
+                await process.send(SIGKILL, when: server, timeout: .seconds(240)) {
+                    $0.stallsBegun >= before + names.count
+                }, "kill \(kill)")
             let outcome = await process.wait()
             #expect(outcome.status == 128 + SIGKILL)
             let list = try await DLProcess.run(["--list", "--dir", dir.path], in: work)
