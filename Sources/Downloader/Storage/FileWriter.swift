@@ -30,6 +30,9 @@ final class FileWriter {
         close()
     }
 
+    /// The open descriptor, for calls on the file itself (`fstat`, `fsetxattr`); `nil` once closed.
+    var openDescriptor: Int32? { descriptor >= 0 ? descriptor : nil }
+
     /// Writes every byte of `buffer`, appended (`offset` nil) or at `offset`.
     /// - Throws: `DownloadError.fileSystem` on a write error (disk full, I/O error, …).
     func write(_ buffer: UnsafeRawBufferPointer, at offset: Int64? = nil, downloadURL: URL) throws(DownloadError) {

@@ -88,11 +88,17 @@ extension Transfer {
     ///   was saved (the page cache still holds what this process wrote); after a restart only the synced bytes the
     ///   state counts are (the file is cut back to them). Listed segments were synced before their state was saved
     ///   and are kept.
+    /// - Parameters:
+    ///   - probe: what a HEAD said, if one was sent.
+    ///   - hasState: whether `run()` found a saved state (only this transfer saves one for its URL): without one,
+    ///     the state is not looked for again (a `newfstatat` a file, issue #52).
     /// - Returns: the network side's starting position.
-    func restore(_ pipeline: DiskPipeline, probe: Probe?) throws(DownloadError) -> TransferPosition {
+    func restore(
+        _ pipeline: DiskPipeline, probe: Probe?, hasState: Bool = true
+    ) throws(DownloadError) -> TransferPosition {
         configuration.beforeRestore.call?()
         let saved: PartialState
-        switch pipeline.files.loadState() {
+        switch hasState ? pipeline.files.loadState() : .missing {
         case .missing:
             pipeline.shared.withLock { $0.stateMayExist = false }  // none to delete when it starts over (issue #52)
             return startOver(pipeline, probe: probe)
@@ -431,14 +437,20 @@ extension Transfer {
         return (result, probe)
     }
 
-    /// Records what the verified partial file is before it is placed (the inode keeps the attributes when it moves).
+    /// Records what the verified partial file is before it is placed (the inode keeps the attributes when it moves),
+    /// through the writer's descriptor while it is open.
+    ///
+    /// Had another file taken the partial file's name meanwhile, the record would be on the written file, not on the
+    /// one placed: a rerun would then find no record and download again, never trust the wrong file.
     func recordFile(_ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?) {
-        guard let fd = try? pipeline.files.openPartial(.read) else { return }
-        defer { _ = closeDescriptor(fd) }
-        guard let identity = FileIdentity(descriptor: fd), !metadata.validators.isEmpty else { return }
-        FileRecord.write(
-            FileRecord(validators: metadata.validators, length: pipeline.offset, checksum: checksum, file: identity),
-            of: url, to: fd)
+        guard !metadata.validators.isEmpty else { return }
+        let length = pipeline.offset
+        _ = pipeline.withPartialFile { [url] fd in
+            guard let identity = FileIdentity(descriptor: fd) else { return }
+            FileRecord.write(
+                FileRecord(validators: metadata.validators, length: length, checksum: checksum, file: identity),
+                of: url, to: fd)
+        }
     }
 
     /// Records the verified partial file (`FileRecord`), moves it into the completed area and forgets its saved
@@ -448,6 +460,7 @@ extension Transfer {
         _ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?, replacing: URL?
     ) throws(DownloadError) -> URL {
         recordFile(pipeline, metadata: metadata, checksum: checksum)
+        pipeline.closeFile()
         let target: FilePlacement.Target
         if let replacing, options.destination == nil {
             target = .replace(replacing)

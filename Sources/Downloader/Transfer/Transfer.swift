@@ -186,7 +186,8 @@ final class Transfer: Sendable {
         // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current
         // version before they are re-hashed), or a file this URL delivered earlier (it tells whether that file is
         // still current: then it is the answer). A fresh download learns the same from its first GET.
-        var probed = pipeline.files.hasState
+        let hasState = pipeline.files.hasState
+        var probed = hasState
         var probe: Probe?
         var source = 0
         if probed { (probe, source) = try await probeSources() }
@@ -198,7 +199,9 @@ final class Transfer: Sendable {
             (probe, probed, ownFile) = (reused.probe, true, recorded.url)
         }
         let found = probe
-        let position = try await Blocking.run { () throws(DownloadError) in try self.restore(pipeline, probe: found) }
+        let position = try await Blocking.run { () throws(DownloadError) in
+            try self.restore(pipeline, probe: found, hasState: hasState)
+        }
         let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.compactMap(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var machine = StateMachine(
@@ -383,7 +386,7 @@ extension Transfer {
         _ pipeline: DiskPipeline, metadata: ResourceMetadata, expected: Checksum?
     ) async throws(DownloadError) -> (computed: Checksum?, mismatch: DownloadError?) {
         if let failure = await pipeline.drained() { throw failure }
-        pipeline.closeFile()
+        // The writers stay open: the record is written through one (`recordFile`), and `complete` closes them.
         let computed = pipeline.hash?.finalize()
         if let total = metadata.totalLength, total != pipeline.offset {
             throw .invalidResponse(url, reason: "the file has \(pipeline.offset) bytes, the server announced \(total)")
