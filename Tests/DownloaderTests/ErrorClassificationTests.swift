@@ -85,4 +85,17 @@ struct ErrorClassificationTests {
         }
         #expect(!retried)
     }
+
+    @Test("A stall's and a slow request's reasons give the configured seconds, tenths included (-T 0.5 said 0 s)")
+    func stallReasons() {
+        let url = URL(string: "http://127.0.0.1:1/a")!
+        #expect(DownloadError.stalled(url, seconds: 0.5).reason == "no data for 0.5 s")
+        #expect(DownloadError.stalled(url, seconds: 30).reason == "no data for 30 s")
+        #expect(DownloadError.stalled(url, seconds: 2.25).reason == "no data for 2.3 s")
+        #expect(
+            DownloadError.tooSlow(url, bytesPerSecond: 102_400, seconds: 0.2).reason
+                == "slower than 102400 bytes/s for 0.2 s")
+        #expect(
+            DownloadError.tooSlow(url, bytesPerSecond: 1000, seconds: 30).reason == "slower than 1000 bytes/s for 30 s")
+    }
 }

@@ -241,13 +241,19 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     static func stalled(_ url: URL, seconds: Double) -> DownloadError {
-        DownloadError(.stalled, url: url, reason: "no data for \(Int(seconds)) s")
+        DownloadError(.stalled, url: url, reason: "no data for \(secondsText(seconds)) s")
     }
 
     static func tooSlow(_ url: URL, bytesPerSecond: Double, seconds: Double) -> DownloadError {
         DownloadError(
             .stalled, url: url,
-            reason: "slower than \(Int(bytesPerSecond)) bytes/s for \(Int(seconds.rounded())) s")
+            reason: "slower than \(Int(bytesPerSecond)) bytes/s for \(secondsText(seconds)) s")
+    }
+
+    /// Seconds as a configuration gives them: whole ones as they are, others to a tenth (`-T 0.5` said "0 s").
+    private static func secondsText(_ seconds: Double) -> String {
+        let tenths = Int((seconds * 10).rounded())
+        return tenths % 10 == 0 ? "\(tenths / 10)" : "\(tenths / 10).\(tenths % 10)"
     }
 
     static func fileSystem(_ url: URL?, reason: String, underlying: (any Error & Sendable)? = nil) -> DownloadError {

@@ -94,7 +94,7 @@ final class DLFlagTests: Sendable, DLFileChecks {
         let outcome = try await DLProcess.run(
             ["--dir", dir.path, "--timeout", "0.5", "--retries", "1", url.absoluteString], in: work)
         #expect(outcome.status == 1)
-        #expect(outcome.stderr.contains("no data for"), "\(outcome.stderr)")
+        #expect(outcome.stderr.contains("no data for 0.5 s"), "\(outcome.stderr)")
         #expect(outcome.stderr.contains("retry 1 in"), "the retry is visible: \(outcome.stderr)")
     }
 
