@@ -123,6 +123,9 @@ actor Worker {
             case .download(let claim):
                 await download(claim)
             case .commit(let outcomes, let claim):
+                if case .stopping = machine.phase {
+                    logger.info("stopping: committing \(outcomes.count) results first")
+                }
                 await commit(outcomes, claim)
             case .renew(let claim):
                 do {
@@ -138,6 +141,7 @@ actor Worker {
                     current = nil
                 }
             case .handBack(let claim):
+                logger.info("handing shard \(claim.shard) back")
                 do { try await call { try await $0.handBack(claim) } } catch {
                     logger.warning(
                         "could not hand shard \(claim.shard) back (its lease ends by itself): \(describe(error))")
