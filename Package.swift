@@ -3,7 +3,7 @@ import PackageDescription
 
 let package = Package(
     name: "swift-downloader",
-    platforms: [.macOS(.v15), .iOS(.v18)],
+    platforms: [.macOS(.v13), .iOS(.v16)],
     products: [
         .library(name: "Downloader", targets: ["Downloader"]),
         // The in-process test server, for the tests of the example packages (Examples/dl); not for applications.

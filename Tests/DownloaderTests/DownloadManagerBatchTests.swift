@@ -62,6 +62,7 @@ final class DownloadManagerBatchTests: Sendable {
         await manager.shutdown()
     }
 
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)  // the asynchronous batch API
     @Test("The intake waits for outcomes to be taken: at most maximumInFlight requests are read ahead")
     func intakeIsBounded() async throws {
         let manager = try makeManager(maximumActive: 8)
@@ -108,6 +109,7 @@ final class DownloadManagerBatchTests: Sendable {
         await manager.shutdown()
     }
 
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)  // the asynchronous batch API
     @Test("Leaving the loop early stops the intake and suspends the downloads in flight")
     func leavingSuspends() async throws {
         let manager = try makeManager()

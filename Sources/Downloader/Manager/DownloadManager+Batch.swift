@@ -31,14 +31,32 @@ extension DownloadManager {
     ///   - maximumInFlight: how many requests may be read and not yet delivered; by default 1,000 (a list shorter
     ///     than that is queued whole, as by `enqueue`), at least 1.
     /// - Returns: the outcomes, one per request, ending after the last request's outcome.
+    @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
     public nonisolated func download(
         _ requests: some AsyncSequence<DownloadRequest, Never> & Sendable, maximumInFlight: Int? = nil
+    ) -> DownloadOutcomes {
+        startBatch(AsyncIntake(base: requests.makeAsyncIterator()), maximumInFlight: maximumInFlight)
+    }
+
+    /// Downloads every request of a collection or sequence, as `download(_:maximumInFlight:)` does for an
+    /// asynchronous one; a lazy sequence (`(0..<n).lazy.map { … }`) makes each request only when it is read.
+    ///
+    /// Unlike the asynchronous form, this one needs no Swift 6 runtime: it runs on macOS 13 and iOS 16.
+    public nonisolated func download(
+        _ requests: sending some Sequence<DownloadRequest>, maximumInFlight: Int? = nil
+    ) -> DownloadOutcomes {
+        startBatch(SequenceIntake(base: requests.makeIterator()), maximumInFlight: maximumInFlight)
+    }
+
+    /// Starts a batch's driver on `intake`: the outcome stream, and what its end (or the consumer's leaving) does.
+    private nonisolated func startBatch(
+        _ intake: sending any RequestIntake, maximumInFlight: Int?
     ) -> DownloadOutcomes {
         let (stream, continuation) = AsyncStream<DownloadOutcome>.makeStream()
         let batch = Batch(limit: max(1, maximumInFlight ?? 1000), outcomes: continuation)
         let driver = Task {
             var feeder = BatchFeeder(manager: self, batch: batch)
-            await feeder.run(requests)
+            await feeder.run(intake)
         }
         continuation.onTermination = { _ in
             driver.cancel()
@@ -47,14 +65,6 @@ extension DownloadManager {
             Task { await self.abandon(abandoned) }
         }
         return DownloadOutcomes(base: stream, batch: batch)
-    }
-
-    /// Downloads every request of a collection or sequence, as `download(_:maximumInFlight:)` does for an
-    /// asynchronous one; a lazy sequence (`(0..<n).lazy.map { … }`) makes each request only when it is read.
-    public nonisolated func download(
-        _ requests: sending some Sequence<DownloadRequest>, maximumInFlight: Int? = nil
-    ) -> DownloadOutcomes {
-        download(SentRequests(requests: requests), maximumInFlight: maximumInFlight)
     }
 
     /// Hands one request of a batch to the machine, with a waiter that delivers its outcome.
@@ -75,18 +85,24 @@ extension DownloadManager {
     }
 }
 
-/// A plain sequence read as an asynchronous one. It holds a value given with `sending` (no one else has it), and
-/// only the batch's driver iterates it, so it may cross to the driver's task.
-private struct SentRequests<Base: Sequence>: AsyncSequence, @unchecked Sendable
-where Base.Element == DownloadRequest {
-    let requests: Base
+/// Where a batch reads its requests: only the batch's driver calls `next()`, one call at a time.
+protocol RequestIntake {
+    /// The next request, or `nil` after the last.
+    mutating func next() async -> DownloadRequest?
+}
 
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var base: Base.Iterator
-        mutating func next() async -> DownloadRequest? { base.next() }
-    }
+/// A plain sequence's iterator as an intake. It is made from a value given with `sending` (no one else has it).
+private struct SequenceIntake<Base: IteratorProtocol>: RequestIntake where Base.Element == DownloadRequest {
+    var base: Base
+    mutating func next() async -> DownloadRequest? { base.next() }
+}
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: requests.makeIterator()) }
+/// An asynchronous sequence's iterator as an intake; its `Failure` type and `next(isolation:)` need Swift 6's runtime.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
+private struct AsyncIntake<Base: AsyncIteratorProtocol>: RequestIntake
+where Base.Element == DownloadRequest, Base.Failure == Never {
+    var base: Base
+    mutating func next() async -> DownloadRequest? { await base.next(isolation: nil) }
 }
 
 /// The outcomes of a batch (`DownloadManager.download(_:maximumInFlight:)`), one per request, in the order the
@@ -110,7 +126,8 @@ public struct DownloadOutcomes: AsyncSequence, Sendable {
             return outcome
         }
 
-        /// The next outcome, or `nil` after the last.
+        /// The next outcome, or `nil` after the last, on the caller's actor.
+        @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
         public mutating func next(isolation actor: isolated (any Actor)?) async -> DownloadOutcome? {
             let outcome = await base.next(isolation: actor)
             if outcome != nil { batch.give() }
@@ -251,13 +268,13 @@ extension DownloadManager {
         }
 
         /// Reads the whole sequence (unless the consumer leaves or the manager shuts down), then ends the intake.
-        mutating func run(_ requests: some AsyncSequence<DownloadRequest, Never>) async {
-            var intake = requests.makeAsyncIterator()
+        mutating func run(_ requests: consuming any RequestIntake) async {
+            var intake = requests
             var intakeEnded = false
             // The slot first, then the request: a request is read only when it can be taken.
             while await batch.take() {
                 if !intakeEnded {
-                    guard let request = await intake.next(isolation: nil) else {
+                    guard let request = await intake.next() else {
                         intakeEnded = true
                         batch.give()
                         continue
