@@ -151,13 +151,13 @@ extension DiskPipeline {
     }
 
     /// Runs `body` with a descriptor of the partial file (drained): a writer's, while one is open, else one opened
-    /// for reading and closed after (the writer's saves an `openat` and a `close` a file, issue #52).
-    /// - Returns: what `body` returned, or `nil` when the file cannot be opened.
-    func withPartialFile<T>(_ body: (Int32) -> T) -> T? {
+    /// for reading and closed after (the writer's saves an `openat` and a `close` a file, issue #52). Nothing runs
+    /// when the file cannot be opened.
+    func withPartialFile(_ body: (Int32) -> Void) {
         if let fd = writer?.openDescriptor ?? positional?.openDescriptor { return body(fd) }
-        guard let fd = try? files.openPartial(.read) else { return nil }
+        guard let fd = try? files.openPartial(.read) else { return }
         defer { _ = closeDescriptor(fd) }
-        return body(fd)
+        body(fd)
     }
 
     /// Closes the writers and deletes the partial file and its saved state: nothing of this download is kept.

@@ -94,7 +94,7 @@ extension Transfer {
     ///     the state is not looked for again (a `newfstatat` a file, issue #52).
     /// - Returns: the network side's starting position.
     func restore(
-        _ pipeline: DiskPipeline, probe: Probe?, hasState: Bool = true
+        _ pipeline: DiskPipeline, probe: Probe?, hasState: Bool
     ) throws(DownloadError) -> TransferPosition {
         configuration.beforeRestore.call?()
         let saved: PartialState
@@ -445,7 +445,7 @@ extension Transfer {
     func recordFile(_ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?) {
         guard !metadata.validators.isEmpty else { return }
         let length = pipeline.offset
-        _ = pipeline.withPartialFile { [url] fd in
+        pipeline.withPartialFile { [url] fd in
             guard let identity = FileIdentity(descriptor: fd) else { return }
             FileRecord.write(
                 FileRecord(validators: metadata.validators, length: length, checksum: checksum, file: identity),
