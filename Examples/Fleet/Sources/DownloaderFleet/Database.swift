@@ -167,8 +167,12 @@ struct Database: Sendable {
     }
 
     /// Commits results while the claim holds (else nothing: the fence). A URL with a result keeps it.
+    /// - Parameters:
+    ///   - handingBack: also give the shard back, in the same transaction (a stop's last commit).
     /// - Returns: whether the claim held.
-    func commit(_ lines: [ResultLine], job: String, node: String, claim: LeaseRules.Claim) async throws -> Bool {
+    func commit(
+        _ lines: [ResultLine], job: String, node: String, claim: LeaseRules.Claim, handingBack: Bool = false
+    ) async throws -> Bool {
         try await client.withTransaction(logger: logger) { connection in
             let holds = try await connection.run(
                 """
@@ -210,6 +214,13 @@ struct Database: Sendable {
                 ON CONFLICT (job, node) DO UPDATE SET done = fleet_nodes.done + EXCLUDED.done,
                     bytes = fleet_nodes.bytes + EXCLUDED.bytes, last_seen = now()
                 """, logger: logger)
+            if handingBack {
+                try await connection.run(
+                    """
+                    UPDATE fleet_shards SET holder = NULL, lease_until = NULL
+                    WHERE id = \(claim.shard) AND token = \(claim.token)
+                    """, logger: logger)
+            }
             return true
         }
     }

@@ -127,6 +127,9 @@ actor Worker {
                     logger.info("stopping: committing \(outcomes.count) results first")
                 }
                 await commit(outcomes, claim)
+            case .commitAndHandBack(let outcomes, let claim):
+                logger.info("stopping: committing \(outcomes.count) results and handing shard \(claim.shard) back")
+                await commit(outcomes, claim, handingBack: true)
             case .renew(let claim):
                 do {
                     let holds = try await call { try await $0.renew(claim, lease: self.lease) }
@@ -231,11 +234,13 @@ actor Worker {
         await perform(machine.downloadsFinished(claim))
     }
 
-    private func commit(_ outcomes: [WorkerMachine.Outcome], _ claim: Claim) async {
+    private func commit(_ outcomes: [WorkerMachine.Outcome], _ claim: Claim, handingBack: Bool = false) async {
         let end: WorkerMachine.CommitEnd
         do {
             let lines = outcomes.map(\.line)
-            let held = try await call { try await $0.commit(lines, job: self.job, node: self.node, claim: claim) }
+            let held = try await call {
+                try await $0.commit(lines, job: self.job, node: self.node, claim: claim, handingBack: handingBack)
+            }
             end = held ? .accepted : .fenced
             if !held { logger.warning("shard \(claim.shard) moved on: \(outcomes.count) results not committed") }
         } catch {

@@ -38,6 +38,9 @@ public struct WorkerMachine: Sendable {
         case download(Claim)
         /// Commit these outcomes with the claim's token (fenced).
         case commit([Outcome], Claim)
+        /// A stop's last commit: these outcomes and the shard's hand-back in one transaction (one wait for the
+        /// database's flush instead of two, inside the stop's deadline).
+        case commitAndHandBack([Outcome], Claim)
         /// Renew the claim's lease.
         case renew(Claim)
         /// Stop the downloads of a claim that no longer holds (another worker has the shard now).
@@ -57,6 +60,8 @@ public struct WorkerMachine: Sendable {
     public private(set) var pending: [Outcome] = []
     /// Whether a commit is under way (one at a time).
     public private(set) var committing = false
+    /// Whether the commit under way also hands the shard back (a stop's `commitAndHandBack`).
+    private var commitHandsBack = false
     /// Whether the current claim's downloads have all ended.
     public private(set) var downloadsEnded = false
     /// Stop once nothing is left to claim.
@@ -160,6 +165,8 @@ public struct WorkerMachine: Sendable {
     /// A commit of `outcomes` for `claim` ended.
     public mutating func committed(_ outcomes: [Outcome], for claim: Claim, _ end: CommitEnd) -> [Action] {
         committing = false
+        let handedBack = commitHandsBack && end == .accepted
+        commitHandsBack = false
         switch end {
         case .accepted:
             let sent = Set(outcomes.map(\.url))
@@ -176,10 +183,16 @@ public struct WorkerMachine: Sendable {
             return [.abandon(claim), .claim]
         case .working(claim) where downloadsEnded && end != .failed:
             return commitIfDue(claim, force: true)
+        case .stopping(claim) where end == .accepted && !handedBack && !pending.isEmpty:
+            // A commit was under way at the stop: what finished after it goes with the hand-back.
+            committing = true
+            commitHandsBack = true
+            return [.commitAndHandBack(pending, claim)]
         case .stopping(claim):
-            // Stopping: one commit, then the end (a lost connection loses the last second's results, as a kill would).
+            // Stopping: the last commit, then the end (a lost connection loses the last second's results, as a kill
+            // would). The shard goes back unless it is not ours any more or that commit already gave it back.
             phase = .ended
-            return end == .fenced ? [.exit] : [.handBack(claim), .exit]
+            return end == .fenced || handedBack ? [.exit] : [.handBack(claim), .exit]
         default:
             return []
         }
@@ -194,7 +207,8 @@ public struct WorkerMachine: Sendable {
         return [.abandon(claim), .claim]
     }
 
-    /// SIGTERM: stop claiming; what finished is committed, the shard handed back at once, then the end.
+    /// SIGTERM: stop claiming; what finished is committed and the shard handed back at once (one transaction; two
+    /// when a commit was already under way), then the end.
     public mutating func stop() -> [Action] {
         switch phase {
         case .working(let claim):
@@ -205,7 +219,8 @@ public struct WorkerMachine: Sendable {
                 return [.abandon(claim), .handBack(claim), .exit]
             }
             committing = true
-            return [.abandon(claim), .commit(pending, claim)]
+            commitHandsBack = true
+            return [.abandon(claim), .commitAndHandBack(pending, claim)]
         case .idle, .claiming:
             phase = .ended
             return [.exit]

@@ -71,8 +71,33 @@ struct WorkerMachineTests {
         _ = machine.start()
         _ = machine.claimed(claim, allDone: false)
         _ = machine.finished(Self.outcome("a"), of: claim)
-        check(machine.stop() == [.abandon(claim), .commit([Self.outcome("a")], claim)])
-        check(machine.committed([Self.outcome("a")], for: claim, .accepted) == [.handBack(claim), .exit])
+        check(machine.stop() == [.abandon(claim), .commitAndHandBack([Self.outcome("a")], claim)])
+        check(machine.committed([Self.outcome("a")], for: claim, .accepted) == [.exit], "handed back with the commit")
+        // That commit failed (the database did not answer): the hand-back is tried alone.
+        var failing = WorkerMachine(exitsWhenDone: false)
+        _ = failing.start()
+        _ = failing.claimed(claim, allDone: false)
+        _ = failing.finished(Self.outcome("a"), of: claim)
+        _ = failing.stop()
+        check(failing.committed([Self.outcome("a")], for: claim, .failed) == [.handBack(claim), .exit])
+        // A commit already under way at the stop: once it is answered, what finished after it goes with the hand-back.
+        var busy = WorkerMachine(exitsWhenDone: false, commitBatch: 1)
+        _ = busy.start()
+        _ = busy.claimed(claim, allDone: false)
+        check(busy.finished(Self.outcome("a"), of: claim) == [.commit([Self.outcome("a")], claim)])
+        check(busy.stop() == [.abandon(claim)])
+        check(busy.finished(Self.outcome("b"), of: claim) == [], "finished while stopping: kept for the last commit")
+        check(
+            busy.committed([Self.outcome("a")], for: claim, .accepted)
+                == [.commitAndHandBack([Self.outcome("b")], claim)])
+        check(busy.committed([Self.outcome("b")], for: claim, .accepted) == [.exit])
+        // Nothing finished after it: the hand-back alone.
+        var quiet = WorkerMachine(exitsWhenDone: false, commitBatch: 1)
+        _ = quiet.start()
+        _ = quiet.claimed(claim, allDone: false)
+        _ = quiet.finished(Self.outcome("a"), of: claim)
+        check(quiet.stop() == [.abandon(claim)])
+        check(quiet.committed([Self.outcome("a")], for: claim, .accepted) == [.handBack(claim), .exit])
         var idle = WorkerMachine(exitsWhenDone: false)
         _ = idle.start()
         check(idle.stop() == [.exit])
@@ -87,8 +112,8 @@ struct WorkerMachineTests {
         var downloading: [String] = []
         var stopped = false
         var dead = false
-        /// Commits sent, answered at the next step (a database round trip).
-        var inFlight: [([WorkerMachine.Outcome], Claim)] = []
+        /// Commits sent, answered at the next step (a database round trip); `handBack`: a stop's last commit.
+        var inFlight: [(outcomes: [WorkerMachine.Outcome], claim: Claim, handBack: Bool)] = []
         /// Waiting before asking again (every open shard held): asks at its next step.
         var waiting = false
     }
@@ -115,10 +140,22 @@ struct WorkerMachineTests {
             let lease = 30.0
             var databaseUp = true
             var fetchedAfterResult: [String] = []
+            var heldAfterStop: [Int64] = []
             var actions: [Int: [WorkerMachine.Action]] = [:]
             for index in workers.indices { actions[index] = workers[index].machine.start() }
 
             func carryOut(_ index: Int) {
+                var exited = false
+                defer {
+                    // A stop with the database up gives the shard back (once this round's actions are carried out,
+                    // a claim that arrived after the stop's included): nobody waits for its lease to end.
+                    let worker = workers[index]
+                    if exited, databaseUp, let claim = worker.claim, let shard = rules.shards[claim.shard],
+                        shard.token == claim.token, shard.holder == worker.name, shard.isHeld(at: now)
+                    {
+                        heldAfterStop.append(claim.shard)
+                    }
+                }
                 while let action = actions[index]?.first {
                     actions[index]?.removeFirst()
                     if trace {
@@ -145,7 +182,9 @@ struct WorkerMachineTests {
                         for url in worker.downloading where rules.results[url] != nil { fetchedAfterResult.append(url) }
                         if todo.isEmpty { actions[index, default: []] += worker.machine.downloadsFinished(claim) }
                     case .commit(let outcomes, let claim):
-                        worker.inFlight.append((outcomes, claim))
+                        worker.inFlight.append((outcomes, claim, false))
+                    case .commitAndHandBack(let outcomes, let claim):
+                        worker.inFlight.append((outcomes, claim, true))
                     case .renew(let claim):
                         if databaseUp {
                             let held = rules.renew(claim, now: now, lease: lease)
@@ -154,7 +193,10 @@ struct WorkerMachineTests {
                     case .abandon: worker.downloading = []
                     case .handBack(let claim): if databaseUp { rules.handBack(claim) }
                     case .waitAndClaim: worker.waiting = true
-                    case .exitDone, .exit: worker.dead = true
+                    case .exitDone: worker.dead = true
+                    case .exit:
+                        worker.dead = true
+                        exited = true
                     }
                     workers[index] = worker
                 }
@@ -171,10 +213,14 @@ struct WorkerMachineTests {
                     actions[index] = workers[index].machine.start()
                 case 2..<4: worker.stopped.toggle(); workers[index] = worker  // SIGSTOP / SIGCONT
                 case 4..<6: databaseUp.toggle()
+                case 6..<8:  // SIGTERM: the worker commits, hands its shard back and ends
+                    guard !worker.stopped, !worker.dead else { continue }
+                    actions[index, default: []] += worker.machine.stop()
+                    workers[index] = worker
                 default:
                     guard !worker.stopped, !worker.dead else { continue }
                     // Commits sent earlier are answered.
-                    for (outcomes, claim) in worker.inFlight {
+                    for (outcomes, claim, handBack) in worker.inFlight {
                         let end: WorkerMachine.CommitEnd
                         if !databaseUp {
                             end = .failed
@@ -183,6 +229,7 @@ struct WorkerMachineTests {
                                 rules.commit(
                                     Dictionary(uniqueKeysWithValues: outcomes.map { ($0.url, "ok") }), for: claim,
                                     now: now) ? .accepted : .fenced
+                            if handBack && end == .accepted { rules.handBack(claim) }
                         }
                         actions[index, default: []] += worker.machine.committed(outcomes, for: claim, end)
                     }
@@ -197,6 +244,10 @@ struct WorkerMachineTests {
                         if worker.downloading.isEmpty, let claim = worker.claim {
                             actions[index, default: []] += worker.machine.downloadsFinished(claim)
                         }
+                    }
+                    if Int.random(in: 0..<40, using: &random) == 0 {
+                        // SIGTERM between a finish and the tick's commit: results wait, no commit under way.
+                        actions[index, default: []] += worker.machine.stop()
                     }
                     actions[index, default: []] += worker.machine.tick(renewDue: Bool.random(using: &random))
                     workers[index] = worker
@@ -215,9 +266,10 @@ struct WorkerMachineTests {
                 let index = step % workers.count
                 workers[index].stopped = false
                 var worker = workers[index]
-                for (outcomes, claim) in worker.inFlight {
+                for (outcomes, claim, handBack) in worker.inFlight {
                     let accepted = rules.commit(
                         Dictionary(uniqueKeysWithValues: outcomes.map { ($0.url, "ok") }), for: claim, now: now)
+                    if handBack && accepted { rules.handBack(claim) }
                     actions[index, default: []] += worker.machine.committed(
                         outcomes, for: claim, accepted ? .accepted : .fenced)
                 }
@@ -244,6 +296,7 @@ struct WorkerMachineTests {
             check(rules.isComplete, "seed \(seed): not every URL has a result")
             check(Set(rules.results.keys) == Set(urls), "seed \(seed)")
             check(fetchedAfterResult.isEmpty, "seed \(seed): fetched after a result: \(fetchedAfterResult)")
+            check(heldAfterStop.isEmpty, "seed \(seed): shards still held after a stop: \(heldAfterStop)")
         }
     }
 }
