@@ -214,24 +214,22 @@ struct Database: Sendable {
                 ON CONFLICT (job, node) DO UPDATE SET done = fleet_nodes.done + EXCLUDED.done,
                     bytes = fleet_nodes.bytes + EXCLUDED.bytes, last_seen = now()
                 """, logger: logger)
-            if handingBack {
-                try await connection.run(
-                    """
-                    UPDATE fleet_shards SET holder = NULL, lease_until = NULL
-                    WHERE id = \(claim.shard) AND token = \(claim.token)
-                    """, logger: logger)
-            }
+            if handingBack { try await connection.run(Self.handBackQuery(claim), logger: logger) }
             return true
         }
     }
 
     /// Gives a claim's shard back: free at once for another worker.
     func handBack(_ claim: LeaseRules.Claim) async throws {
-        try await client.query(
-            """
-            UPDATE fleet_shards SET holder = NULL, lease_until = NULL
-            WHERE id = \(claim.shard) AND token = \(claim.token)
-            """, logger: logger)
+        try await client.query(Self.handBackQuery(claim), logger: logger)
+    }
+
+    /// The hand-back's statement (alone, or in a stop's last commit): the lease ends at once, for this token only.
+    private static func handBackQuery(_ claim: LeaseRules.Claim) -> PostgresQuery {
+        """
+        UPDATE fleet_shards SET holder = NULL, lease_until = NULL
+        WHERE id = \(claim.shard) AND token = \(claim.token)
+        """
     }
 
     /// Says the node is alive (for `status`), without results.
