@@ -35,6 +35,61 @@ struct ReceiptJournalTests {
         #expect(try ReceiptJournal.open(folder).entries.first?.placement == nil, "completed superseded it")
     }
 
+    @Test("A noted removal is written after the lines handed over before it and before those handed over after it")
+    func notedRemovalKeepsItsPlace() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
+        let journal = try ReceiptJournal.open(folder).journal
+        let other = URL(string: "http://127.0.0.1:1/other")!
+        // Removed, asked for again, and placed before the manager's next save: the placement must stay on record.
+        journal.noteRemoval(Self.url)
+        let placing = JournalEntry(
+            placing: Self.url, options: DownloadOptions(), name: "file", length: 10, checksum: nil, suggested: nil)
+        journal.appendNow([.put(placing)])
+        // Saved, then removed before the save was written: it stays removed.
+        journal.append([.put(entry(.downloading, other))])
+        journal.noteRemoval(other)
+        journal.close()
+        let entries = try ReceiptJournal.open(folder).entries
+        #expect(entries.map(\.url) == [Self.url])
+        #expect(entries.first?.placement?.name == "file")
+    }
+
+    @Test("Seeded mixes of saves, placements, removals and flushes leave each download as its last change left it")
+    func notedRemovalsSeeded() throws {
+        let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_JOURNAL_SEEDS"] ?? "") ?? 40
+        for seed in 1...seeds {
+            let directory = try TemporaryDirectory()
+            defer { directory.remove() }
+            let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
+            let journal = try ReceiptJournal.open(folder).journal
+            let urls = (0..<4).map { URL(string: "http://127.0.0.1:1/\($0)")! }
+            var random = SeededGenerator(seed: seed)
+            var present: [URL: Bool] = [:]
+            for _ in 0..<400 {
+                let url = urls[Int(random.next() % 4)]
+                switch random.next() % 4 {
+                case 0:
+                    journal.append([.put(entry(.downloading, url))])
+                    present[url] = true
+                case 1:
+                    journal.appendNow([.put(entry(.suspended, url))])
+                    present[url] = true
+                case 2:
+                    journal.noteRemoval(url)
+                    present[url] = false
+                default:
+                    journal.flush()
+                }
+            }
+            journal.close()
+            let found = Set(try ReceiptJournal.open(folder).entries.map(\.url))
+            let expected = Set(present.filter(\.value).keys)
+            #expect(found == expected, "seed \(seed) (DOWNLOADER_JOURNAL_SEEDS replays 1...N)")
+        }
+    }
+
     @Test("Thousands of changes to a few receipts keep the file proportional to the receipts (compaction)")
     func compaction() throws {
         let directory = try TemporaryDirectory()

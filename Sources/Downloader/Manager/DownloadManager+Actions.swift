@@ -73,11 +73,12 @@ extension DownloadManager {
                 credentialedURLs[url] = nil
                 endProgress(url)
                 emit(.removed(url))
-                // The removal line now, not with the next save: a download asked for again within the same save
-                // would otherwise inherit the removed one's pending placement in the journal. A save still pending
-                // for it would only write the removal again (one line in five a file; issue #52): dropped.
-                journal?.append([.remove(url)])
+                // The removal is noted now (no hop: the journal writes it before any line handed over later, so a
+                // download asked for again does not inherit the removed one's pending placement) and written with
+                // the next save. A save still pending for it would only write the removal again (issue #52): dropped.
+                journal?.noteRemoval(url)
                 unsavedURLs.remove(url)
+                scheduleSave()
             case .wake(let url, let delay):
                 Task { [weak self] in
                     try? await Task.sleep(for: .seconds(delay))
@@ -373,6 +374,11 @@ extension DownloadManager {
     /// `persist(_:)` for a record whose receipt already shows the machine's expectation.
     private func markUnsaved(_ url: URL) {
         unsavedURLs.insert(url)
+        scheduleSave()
+    }
+
+    /// Runs `saveReceipts()` within 10 ms, unless it is scheduled already.
+    private func scheduleSave() {
         guard !receiptsSaveScheduled else { return }
         receiptsSaveScheduled = true
         Task { [weak self] in
@@ -384,7 +390,10 @@ extension DownloadManager {
     /// Hands every changed record to the journal.
     func saveReceipts() {
         receiptsSaveScheduled = false
-        guard !unsavedURLs.isEmpty else { return }
+        guard !unsavedURLs.isEmpty else {
+            journal?.append([])  // removals noted since the last save (`noteRemoval`)
+            return
+        }
         // In request order: the journal's order is what `allReceipts` shows after a restart.
         let lines = book.inRequestOrder(unsavedURLs).map { url in
             book[url].map { record in
