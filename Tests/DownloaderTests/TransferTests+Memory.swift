@@ -59,8 +59,9 @@ extension TransferTests {
         #expect(
             result.peakBufferedBytes <= window * 3 / 2 + (64 << 10),
             "bytes waited for the disk beyond the bound of 1.5 windows")
-        // The disk really was the slower side (otherwise the bound above proves nothing).
-        #expect(result.peakBufferedBytes >= window)
+        // The disk really was the slower side (otherwise the bound above proves nothing): all of a window but its first
+        // chunk waited (the response's first command does not wake the disk: it stops with the first chunk written).
+        #expect(result.peakBufferedBytes >= window - (64 << 10))
     }
 }
 

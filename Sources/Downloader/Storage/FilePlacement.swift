@@ -321,21 +321,33 @@ final class FileClaims: Sendable {
 /// actor never waits on the disk and a transfer can start after every clean-up queued before it (`barrier()`).
 final class FileWorkQueue: Sendable {
     private let queue = DispatchQueue(label: "Downloader.FileWorkQueue")
+    /// Work queued and not yet done: `barrier()` with none waits for nothing (every transfer's start asks; issue #52).
+    private let pending = Locked(0)
 
     /// Runs `work` after everything queued before it.
     func async(_ work: @escaping @Sendable () -> Void) {
-        queue.async(execute: work)
+        pending.withLock { $0 += 1 }
+        queue.async { [pending] in
+            work()
+            pending.withLock { $0 -= 1 }
+        }
     }
 
     /// Runs `work` after everything queued before it and returns what it returned.
     func run<Value: Sendable>(_ work: @escaping @Sendable () -> Value) async -> Value {
-        await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: work()) }
+        pending.withLock { $0 += 1 }
+        return await withCheckedContinuation { continuation in
+            queue.async { [pending] in
+                let value = work()
+                pending.withLock { $0 -= 1 }
+                continuation.resume(returning: value)
+            }
         }
     }
 
-    /// Returns once everything queued before this call has run.
+    /// Returns once everything queued before this call has run: at once when nothing is queued.
     func barrier() async {
+        guard pending.withLock({ $0 }) > 0 else { return }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             queue.async { continuation.resume() }
         }

@@ -274,7 +274,7 @@ extension DiskPipeline {
             let to = offset
             // The new bytes from the old watermark are in memory when this write starts there; the rest is read back.
             let memory = range.lowerBound == before ? data : Data()
-            toHasher { [self] in hashRange(from: before, to: to, memory: memory) }
+            toHasher(hashing: to - before) { [self] in hashRange(from: before, to: to, memory: memory) }
         }
         // Bytes after the watermark survive a crash only once a saved state lists them: save often, so a `kill -9`
         // refetches at most this much besides what was in flight.
@@ -358,7 +358,8 @@ extension DiskPipeline {
     /// time (hash queue): the writer goes first. Bounded, so that the disk queue, which sometimes waits for the hasher
     /// (`startOver`), never waits long; a disk that cannot keep up ends its request by the network side's cap.
     func yieldToWrites() {
-        guard unwrittenBytes > hashYieldThreshold else { return }
+        // Work run on the disk queue's thread (`toHasher`) would wait for itself.
+        guard shared.withLock({ !$0.hashingInline && $0.unwritten > hashYieldThreshold }) else { return }
         let deadline = Date(timeIntervalSinceNow: 0.25)
         writesProgressed.lock()
         defer { writesProgressed.unlock() }
@@ -453,6 +454,7 @@ extension DiskPipeline {
             return
         }
         checkpointOffset = hashedOffset
+        shared.withLock { $0.durableUsed = true }
         durable.async { [self] in
             guard failure == nil, !isAbandoned else { return closeSynced(synced) }
             do throws(DownloadError) {

@@ -123,9 +123,18 @@ final class DiskPipeline: @unchecked Sendable {
     /// The disk queue is woken only when it is idle and takes everything waiting in one batch: at full speed it
     /// writes and hashes large batches with few wake-ups, and when the flow slows or stops the idle disk takes each
     /// chunk at once, so nothing received waits in memory for more data (a `kill -9` loses only what is in flight).
+    ///
+    ///
+    /// Two commands never wake the disk themselves: `startOver` and `describe`, which a response sends before its
+    /// body. They are carried out with the body's first write (at most `writeBatchDelay` later) or with the next
+    /// command that wakes the disk (every wait for the disk is a fence). With the file's last bytes sent
+    /// `.withNextFence`, a small file's response and body cost the disk one wake-up, not three (issue #52).
+    /// - Parameters:
+    ///   - command: the command.
+    ///   - wake: for a write, when the disk takes it (see `DiskWake`).
     /// - Returns: the disk error, if one happened (the caller fails its request).
     @discardableResult
-    func send(_ command: DiskCommand) -> DownloadError? {
+    func send(_ command: DiskCommand, wake: DiskWake = .batched) -> DownloadError? {
         var count: Int64 = 0
         var copies = false
         if case .write(let data) = command {
@@ -142,9 +151,9 @@ final class DiskPipeline: @unchecked Sendable {
                 shared.commands.append(command)
             }
             shared.unwritten += count
-            if shared.scheduled { return (.none, shared.failure) }
+            if shared.scheduled || command.waitsForWake || wake == .withNextFence { return (.none, shared.failure) }
             // Not scheduled: `unwritten` is exactly what waits in the inbox.
-            if count == 0 || shared.unwritten >= writeBatchBytes {
+            if count == 0 || wake == .now || shared.unwritten >= writeBatchBytes {
                 shared.scheduled = true
                 return (.now, shared.failure)
             }
@@ -185,7 +194,11 @@ final class DiskPipeline: @unchecked Sendable {
     @discardableResult
     func drained() async -> DownloadError? {
         await fence().wait()
-        await withCheckedContinuation { continuation in durable.async { continuation.resume() } }
+        // The fence passed the hasher, so every save it gave the durable queue was given before: none means no wait
+        // (a small file saves no state; one hop fewer, issue #52).
+        if shared.withLock({ $0.durableUsed }) {
+            await withCheckedContinuation { continuation in durable.async { continuation.resume() } }
+        }
         // The hand-off: the queues are idle, so these return at once; they order every stage's last access before the
         // caller's next one (ThreadSanitizer does not always see that order through the continuation), and the pipeline
         // is the caller's until its next command (`QueueOwned`).
@@ -349,20 +362,50 @@ final class DiskPipeline: @unchecked Sendable {
         guard !batch.isEmpty else { return }
         let written = batch
         batch = []
-        toHasher { [self] in hash(written) }
+        let inMemory = written.reduce(Int64(0)) { total, piece in
+            if case .bytes(let data) = piece { total + Int64(data.count) } else { Int64.max / 2 }
+        }
+        toHasher(hashing: inMemory) { [self] in hash(written) }
     }
 
     /// Queues work for the hasher after everything queued before (disk queue). The hash queue is woken only when it
     /// is idle and then takes everything waiting: at full speed one wake-up covers many batches, instead of one
     /// thread switch per 16 KiB chunk.
-    func toHasher(_ work: @escaping @Sendable () -> Void) {
-        let wake = shared.withLock { shared -> Bool in
+    ///
+    /// Small work finds the hash queue idle and little waiting to be written when the flow is slower than the disk
+    /// (a small file, a trickle; less than a batch waits): then it runs at once on this thread, inside `hasher.sync` (the hash stage stays the
+    /// hash queue's), instead of waking another thread for it (issue #52). At full speed writes wait, and the hasher
+    /// works beside the writer as before.
+    /// - Parameters:
+    ///   - bytes: the bytes `work` hashes from memory (`Int64.max / 2` for bytes read back from the file).
+    ///   - work: the hash stage's work.
+    func toHasher(hashing bytes: Int64 = 0, _ work: @escaping @Sendable () -> Void) {
+        let wake = shared.withLock { shared -> HashWake in
+            if !shared.hashScheduled && bytes <= Self.inlineHashBytes && shared.unwritten < writeBatchBytes {
+                shared.hashScheduled = true
+                shared.hashingInline = true
+                return .inline
+            }
             shared.hashWork.append(work)
             defer { shared.hashScheduled = true }
-            return !shared.hashScheduled
+            return shared.hashScheduled ? .none : .queue
         }
-        if wake { hasher.async { [self] in drainHashWork() } }
+        switch wake {
+        case .none: break
+        case .queue: hasher.async { [self] in drainHashWork() }
+        case .inline:
+            hasher.sync(execute: work)
+            shared.withLock { shared in
+                shared.hashingInline = false
+                shared.hashScheduled = false  // only this queue adds hash work: none came meanwhile
+            }
+        }
     }
+
+    /// The most bytes that work run on the disk queue's thread hashes (`toHasher`): 64 KiB, about 0.1 ms of MD5.
+    static let inlineHashBytes: Int64 = 64 << 10
+
+    private enum HashWake { case none, queue, inline }
 
     /// Does the hasher's work in order until none is left (hash queue).
     private func drainHashWork() {
@@ -403,6 +446,18 @@ final class DiskPipeline: @unchecked Sendable {
         isFreshlyEmptied = true
     }
 
+    /// `DiskCommand.startOver` carried out at once, by the caller that owns the handed-over pipeline (`restore`, before
+    /// the first command): the hash is reset and the partial file emptied without waking the disk queue (issue #52).
+    func startOverNow(announced: [Checksum]) {
+        guard failure == nil else { return }
+        resetHash(announced: announced)
+        do throws(DownloadError) {
+            try emptyFile()
+        } catch {
+            fail(error)
+        }
+    }
+
     /// Deletes the saved state, unless none was saved since the last deletion (a small file never saves one; issue
     /// #52). Once the saving is over (`durable`), or drained.
     func removeSavedState() {
@@ -422,6 +477,8 @@ extension DiskPipeline {
         /// Whether the partial file is given up (`abandon`): what still waits to be written, hashed or synced is
         /// dropped (fences still open).
         var abandoned = false
+        /// Whether work was ever given to the durable queue (`saveCheckpoint`): `drained()` waits for it only then.
+        var durableUsed = false
         /// Whether a saved state of the partial file may exist: one was saved since it was last deleted, or it is
         /// not known (`removeSavedState()`).
         var stateMayExist = true
@@ -447,6 +504,8 @@ extension DiskPipeline {
         /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
         var hashWork: [@Sendable () -> Void] = []
         var hashScheduled = false
+        /// Whether the hash stage's work runs on the disk queue's thread now (`toHasher`): it must not wait for writes.
+        var hashingInline = false
         /// Whether every stage is idle and `Transfer.run()` owns the pipeline (before the first command, and after
         /// `drained()` until the next command): it may then touch the stages' fields from anywhere (`QueueOwned`).
         var handedOver = true
@@ -498,6 +557,27 @@ enum DiskCommand: Sendable {
     case checkpoint(ResourceMetadata)
     /// Open the fence once everything before is written and hashed.
     case fence(DiskFence)
+}
+
+/// When the disk queue takes a write (`DiskPipeline.send`).
+enum DiskWake: Sendable {
+    /// With a batch: at once once `writeBatchBytes` wait, else `writeBatchDelay` after the first.
+    case batched
+    /// At once: the last bytes of a window, which the next request does not wait for.
+    case now
+    /// With the next command that wakes the disk: the file's last bytes, after which the transfer always waits for
+    /// the disk (a fence) before it verifies.
+    case withNextFence
+}
+
+extension DiskCommand {
+    /// Whether the command waits for the next write or fence to wake the disk (see `DiskPipeline.send`).
+    var waitsForWake: Bool {
+        switch self {
+        case .startOver, .describe: true
+        case .write, .writeAt, .checkpoint, .fence: false
+        }
+    }
 }
 
 /// A point in the disk queue's work that the network side can wait for without blocking a thread.

@@ -197,7 +197,8 @@ extension Transfer {
         metadata.rangesSupported = probe?.acceptsRanges ?? true
         metadata.suggestedFilename = probe?.suggestedFilename
         metadata.announced = probe?.announced ?? []
-        pipeline.send(.startOver(announced: metadata.announced))
+        // Done here, not sent: `restore` runs before the pipeline's first command, so the disk queue is not woken for it.
+        pipeline.startOverNow(announced: metadata.announced)
         // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless the file is
         // small (see `ResponseJudge.uncheckpointedSize`).
         var position = TransferPosition()
@@ -393,6 +394,24 @@ extension Transfer {
         var url: URL
         var record: FileRecord
         var identity: FileIdentity
+    }
+
+    /// What a download with no saved state finds first (`prepareFresh`).
+    enum FreshStart: Sendable {
+        /// A file this URL delivered earlier, still as recorded: HEAD tells next whether it is current.
+        case delivered(DeliveredFile)
+        /// None: the partial file is ready for the first response.
+        case restored(TransferPosition)
+    }
+
+    /// Looks for a file this URL delivered earlier and, when there is none, starts the partial file: the two steps a
+    /// fresh download takes before its first request, in one blocking call.
+    /// - Parameter pipeline: the transfer's disk side, not yet sent a command.
+    /// - Returns: the delivered file, or the position to download from.
+    /// - Throws: what `restore` throws.
+    func prepareFresh(_ pipeline: DiskPipeline) throws(DownloadError) -> FreshStart {
+        if let recorded = deliveredFile() { return .delivered(recorded) }
+        return .restored(try restore(pipeline, probe: nil, hasState: false))
     }
 
     /// The file this URL delivered, if there is one and it still holds the recorded content: the same identity,

@@ -192,15 +192,27 @@ final class Transfer: Sendable {
         var source = 0
         if probed { (probe, source) = try await probeSources() }
         var ownFile: URL?
-        // File work (hashing, syncing, moving) runs off the cooperative threads: see `Blocking`.
-        if !probed, replacing == nil, let recorded = await Blocking.run({ self.deliveredFile() }) {
-            let reused = try await reuse(recorded, expected: expected)
-            if let result = reused.result { return result }
-            (probe, probed, ownFile) = (reused.probe, true, recorded.url)
+        // File work (hashing, syncing, moving) runs off the cooperative threads: see `Blocking`. A fresh download looks
+        // for an earlier delivery and, finding none, prepares its partial file in the same hop (issue #52).
+        var prepared: TransferPosition?
+        if !probed, replacing == nil {
+            switch try await Blocking.run({ () throws(DownloadError) in try self.prepareFresh(pipeline) }) {
+            case .delivered(let recorded):
+                let reused = try await reuse(recorded, expected: expected)
+                if let result = reused.result { return result }
+                (probe, probed, ownFile) = (reused.probe, true, recorded.url)
+            case .restored(let position):
+                prepared = position
+            }
         }
         let found = probe
-        let position = try await Blocking.run { () throws(DownloadError) in
-            try self.restore(pipeline, probe: found, hasState: hasState)
+        let position: TransferPosition
+        if let prepared {
+            position = prepared
+        } else {
+            position = try await Blocking.run { () throws(DownloadError) in
+                try self.restore(pipeline, probe: found, hasState: hasState)
+            }
         }
         let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.compactMap(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).

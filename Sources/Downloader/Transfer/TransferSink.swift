@@ -227,8 +227,16 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         }
         received += count
         position.accept(data)
-        if let failure = pipeline.send(.write(data)) { return .failed(failure) }
-        if halfway == nil, let expectedBodyLength, received >= expectedBodyLength / 2 { halfway = pipeline.fence() }
+        // The body's last bytes are not left to the batch delay: a window's are written at once (the next request
+        // does not wait for them), the file's with the fence the transfer waits on next (issue #52).
+        let isLast = received == expectedBodyLength
+        let wake: DiskWake =
+            !isLast ? .batched : position.offset == position.metadata.totalLength ? .withNextFence : .now
+        if let failure = pipeline.send(.write(data), wake: wake) { return .failed(failure) }
+        // A body that ends with this chunk needs no fence of its own: waiting for the disk fences then (issue #52).
+        if halfway == nil, !isLast, let expectedBodyLength, received >= expectedBodyLength / 2 {
+            halfway = pipeline.fence()
+        }
         let unwritten = pipeline.unwrittenBytes
         peakUnwritten = max(peakUnwritten, unwritten)
         // The clock is read only while a decision needs it, not for every chunk of every request.
