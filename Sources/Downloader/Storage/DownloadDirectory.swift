@@ -37,7 +37,11 @@ struct DownloadDirectory: Sendable {
         partialArea = stateArea.appendingPathComponent("partial", isDirectory: true)
         partialPrefix = partialArea.path + "/"
         completedPrefix = completedArea.path + "/"
+        areaPaths = [root.path, completedArea.path, stateArea.deletingLastPathComponent().path]
     }
+
+    /// The paths of the folders `createAreas()` makes: the root, the completed area, the state area's parent.
+    private let areaPaths: [String]
 
     /// Partial files and their saved state.
     let partialArea: URL
@@ -62,7 +66,11 @@ struct DownloadDirectory: Sendable {
     func createAreas() throws(DownloadError) {
         // The folders above the state area get the default mode; only the state area and its partial folder are
         // private, and they are created and checked by `StateFolder`.
-        for area in [root, completedArea, stateArea.deletingLastPathComponent()] {
+        for (area, path) in zip([root, completedArea, stateArea.deletingLastPathComponent()], areaPaths) {
+            // Each transfer asks (a folder removed meanwhile is made again): one `stat` when it is there, where
+            // FileManager's check cost 10,000 instructions a folder (issue #52).
+            var info = stat()
+            if stat(path, &info) == 0 && (info.st_mode & S_IFMT) == S_IFDIR { continue }
             do {
                 try FileManager.default.createDirectory(at: area, withIntermediateDirectories: true)
             } catch {

@@ -527,7 +527,9 @@ extension DiskPipeline {
                 commands.append(.write(block))
                 return
             }
-            var block = Data(capacity: min(blockSize, max(64 << 10, 4 * data.count)))
+            // Room for four chunks like this one (64 KiB for URLSession's 16 KiB): a small file's one short chunk takes
+            // a block its size, not 64 KiB of fresh heap (issue #52); a block that fills grows as `Data` does.
+            var block = Data(capacity: min(blockSize, 4 * data.count))
             block.append(data)
             commands.append(.write(block))
         }

@@ -68,7 +68,7 @@ extension SessionBridge {
     func prepare(_ request: URLRequest) async -> Prepared {
         var request = request
         if let userAgent = configuration.userAgent, request.value(forHTTPHeaderField: "User-Agent") == nil {
-            request.setValue(userAgent, forHTTPHeaderField: "User-Agent")
+            request.setPackageField(userAgent, for: "User-Agent")
         }
         if let jar = configuration.cookies, let url = request.url, let cookies = jar.header(for: url) {
             // The caller's own `Cookie` header wins for a name both give.

@@ -318,7 +318,7 @@ extension Transfer {
         {
             request.setValue(value, forHTTPHeaderField: name)
         }
-        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        request.setPackageField("identity", for: "Accept-Encoding")
         #if !canImport(FoundationNetworking)
             Self.moveUserInfoToAuthorization(&request)
         #endif
@@ -355,8 +355,8 @@ extension Transfer {
         let overlap =
             window.overlap > 0 ? try await lastBytes(pipeline, machine.position, count: window.overlap) : Data()
         if let end = window.end {
-            request.setValue("bytes=\(window.requestStart)-\(end)", forHTTPHeaderField: "Range")
-            if let ifRange = window.ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
+            request.setPackageField("bytes=\(window.requestStart)-\(end)", for: "Range")
+            if let ifRange = window.ifRange { request.setPackageField(ifRange, for: "If-Range") }
             // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
             for limiter in limiters {
                 do {
@@ -557,8 +557,8 @@ extension Transfer {
         }
         if Task.isCancelled { return .ended(connection: connection, end: .cancelled, received: 0, halfway: nil) }
         var request = makeRequest(to: target)
-        request.setValue("bytes=\(range.lowerBound)-\(range.upperBound - 1)", forHTTPHeaderField: "Range")
-        if let ifRange { request.setValue(ifRange, forHTTPHeaderField: "If-Range") }
+        request.setPackageField("bytes=\(range.lowerBound)-\(range.upperBound - 1)", for: "Range")
+        if let ifRange { request.setPackageField(ifRange, for: "If-Range") }
         let sink = SegmentSink(pipeline: pipeline, range: range, known: known, windowSize: configuration.windowSize)
         let end = await perform(request, sink: sink)
         return .ended(connection: connection, end: end, received: sink.received, halfway: sink.halfway)
