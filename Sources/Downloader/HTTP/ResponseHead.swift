@@ -52,12 +52,17 @@ struct ResponseHead: Sendable {
 /// The headers a download reads, parsed once here for the probe and for every window.
 extension HTTPURLResponse {
     /// The head as a plain value for `ResponseJudge`.
+    ///
+    /// Each look-up costs corelibs a lower-cased copy of every field name, so a field is read only for the statuses
+    /// that use it: `Content-Range` for 206 and 416, `Retry-After` for the rest (issue #52).
     var head: ResponseHead {
-        ResponseHead(
-            statusCode: statusCode, contentRange: value(forHTTPHeaderField: "Content-Range"), validators: validators,
-            contentEncoding: value(forHTTPHeaderField: "Content-Encoding"),
+        let success = statusCode == 200 || statusCode == 206
+        return ResponseHead(
+            statusCode: statusCode,
+            contentRange: statusCode == 206 || statusCode == 416 ? value(forHTTPHeaderField: "Content-Range") : nil,
+            validators: validators, contentEncoding: value(forHTTPHeaderField: "Content-Encoding"),
             contentLength: expectedContentLength >= 0 ? expectedContentLength : nil,
-            dispositionFilename: dispositionFilename, retryAfter: retryAfter,
+            dispositionFilename: dispositionFilename, retryAfter: success ? nil : retryAfter,
             reprDigest: value(forHTTPHeaderField: "Repr-Digest"), digest: value(forHTTPHeaderField: "Digest"),
             contentDigest: value(forHTTPHeaderField: "Content-Digest"),
             contentMD5: value(forHTTPHeaderField: "Content-MD5"),
