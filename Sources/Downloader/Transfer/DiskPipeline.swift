@@ -182,10 +182,18 @@ final class DiskPipeline: @unchecked Sendable {
         if go { drainInbox() }
     }
 
-    /// Returns a fence that opens when both stages have done every command sent until now.
+    /// Returns a fence that opens when both stages have done every command sent until now: open already when both are
+    /// idle with nothing waiting (a transfer that waited for the disk and then waits again wakes no thread; issue #52).
     func fence() -> DiskFence {
         let fence = DiskFence()
-        send(.fence(fence))
+        let idle = shared.withLock { shared in
+            shared.commands.isEmpty && !shared.scheduled && !shared.hashScheduled && shared.hashWork.isEmpty
+        }
+        if idle {
+            fence.open()
+        } else {
+            send(.fence(fence))
+        }
         return fence
     }
 
