@@ -124,7 +124,6 @@ final class DiskPipeline: @unchecked Sendable {
     /// writes and hashes large batches with few wake-ups, and when the flow slows or stops the idle disk takes each
     /// chunk at once, so nothing received waits in memory for more data (a `kill -9` loses only what is in flight).
     ///
-    ///
     /// Two commands never wake the disk themselves: `startOver` and `describe`, which a response sends before its
     /// body. They are carried out with the body's first write (at most `writeBatchDelay` later) or with the next
     /// command that wakes the disk (every wait for the disk is a fence). With the file's last bytes sent
@@ -380,10 +379,10 @@ final class DiskPipeline: @unchecked Sendable {
     /// is idle and then takes everything waiting: at full speed one wake-up covers many batches, instead of one
     /// thread switch per 16 KiB chunk.
     ///
-    /// Small work finds the hash queue idle and little waiting to be written when the flow is slower than the disk
-    /// (a small file, a trickle; less than a batch waits): then it runs at once on this thread, inside `hasher.sync` (the hash stage stays the
-    /// hash queue's), instead of waking another thread for it (issue #52). At full speed writes wait, and the hasher
-    /// works beside the writer as before.
+    /// Small work finds the hash queue idle and less than a batch waiting to be written when the flow is slower than
+    /// the disk (a small file, a trickle): then it runs at once on this thread, inside `hasher.sync` (the hash stage
+    /// stays the hash queue's), instead of waking another thread for it (issue #52). At full speed writes wait, and
+    /// the hasher works beside the writer as before.
     /// - Parameters:
     ///   - bytes: the bytes `work` hashes from memory (`Int64.max / 2` for bytes read back from the file).
     ///   - work: the hash stage's work.

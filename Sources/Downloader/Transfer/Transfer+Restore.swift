@@ -197,7 +197,7 @@ extension Transfer {
         metadata.rangesSupported = probe?.acceptsRanges ?? true
         metadata.suggestedFilename = probe?.suggestedFilename
         metadata.announced = probe?.announced ?? []
-        // Done here, not sent: `restore` runs before the pipeline's first command, so the disk queue is not woken for it.
+        // Done here, not sent: `restore` runs before the pipeline's first command (the disk queue is not woken for it).
         pipeline.startOverNow(announced: metadata.announced)
         // No checkpoint yet: an empty file has nothing to resume. The first response saves one, unless the file is
         // small (see `ResponseJudge.uncheckpointedSize`).
