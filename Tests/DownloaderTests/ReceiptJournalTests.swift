@@ -15,14 +15,21 @@ struct ReceiptJournalTests {
                 options: DownloadOptions()))
     }
 
+    /// A state folder in a new temporary directory (the caller removes the directory).
+    func makeStateFolder() throws -> (directory: TemporaryDirectory, folder: StateFolder) {
+        let directory = try TemporaryDirectory()
+        return (directory, StateFolder(url: directory.url.appendingPathComponent("state")))
+    }
+
+    /// The placement line of `url`'s verified file, named "file", about to move.
+    let placing = JournalEntry(
+        placing: Self.url, options: DownloadOptions(), name: "file", length: 10, checksum: nil, suggested: nil)
+
     @Test("A placement sticks to its download until a completed line or a removal supersedes it")
     func placementSticks() throws {
-        let directory = try TemporaryDirectory()
+        let (directory, folder) = try makeStateFolder()
         defer { directory.remove() }
-        let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
         let journal = try ReceiptJournal.open(folder).journal
-        let placing = JournalEntry(
-            placing: Self.url, options: DownloadOptions(), name: "file", length: 10, checksum: nil, suggested: nil)
         journal.appendNow([.put(placing)])
         journal.appendNow([.put(entry(.downloading))])  // the manager's record, lagging behind the transfer
         journal.close()
@@ -37,15 +44,12 @@ struct ReceiptJournalTests {
 
     @Test("A noted removal is written after the lines handed over before it and before those handed over after it")
     func notedRemovalKeepsItsPlace() throws {
-        let directory = try TemporaryDirectory()
+        let (directory, folder) = try makeStateFolder()
         defer { directory.remove() }
-        let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
         let journal = try ReceiptJournal.open(folder).journal
         let other = URL(string: "http://127.0.0.1:1/other")!
         // Removed, asked for again, and placed before the manager's next save: the placement must stay on record.
         journal.noteRemoval(Self.url)
-        let placing = JournalEntry(
-            placing: Self.url, options: DownloadOptions(), name: "file", length: 10, checksum: nil, suggested: nil)
         journal.appendNow([.put(placing)])
         // Saved, then removed before the save was written: it stays removed.
         journal.append([.put(entry(.downloading, other))])
@@ -60,9 +64,8 @@ struct ReceiptJournalTests {
     func notedRemovalsSeeded() throws {
         let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_JOURNAL_SEEDS"] ?? "") ?? 40
         for seed in 1...seeds {
-            let directory = try TemporaryDirectory()
+            let (directory, folder) = try makeStateFolder()
             defer { directory.remove() }
-            let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
             let journal = try ReceiptJournal.open(folder).journal
             let urls = (0..<4).map { URL(string: "http://127.0.0.1:1/\($0)")! }
             var random = SeededGenerator(seed: seed)
@@ -92,9 +95,8 @@ struct ReceiptJournalTests {
 
     @Test("Thousands of changes to a few receipts keep the file proportional to the receipts (compaction)")
     func compaction() throws {
-        let directory = try TemporaryDirectory()
+        let (directory, folder) = try makeStateFolder()
         defer { directory.remove() }
-        let folder = StateFolder(url: directory.url.appendingPathComponent("state"))
         let file = folder.url(of: ReceiptJournal.name, in: .state)
         let journal = try ReceiptJournal.open(folder).journal
         let urls = (0..<10).map { URL(string: "http://127.0.0.1:1/\($0)")! }
