@@ -390,10 +390,6 @@ extension DownloadManager {
     /// Hands every changed record to the journal.
     func saveReceipts() {
         receiptsSaveScheduled = false
-        guard !unsavedURLs.isEmpty else {
-            journal?.append([])  // removals noted since the last save (`noteRemoval`)
-            return
-        }
         // In request order: the journal's order is what `allReceipts` shows after a restart.
         let lines = book.inRequestOrder(unsavedURLs).map { url in
             book[url].map { record in
@@ -406,7 +402,7 @@ extension DownloadManager {
             } ?? .remove(url)
         }
         unsavedURLs.removeAll()
-        journal?.append(lines)
+        journal?.append(lines)  // with the removals noted since the last save (`noteRemoval`), if any
     }
 
     /// Saving the receipts started failing (`error`) or works again (`nil`).

@@ -37,11 +37,11 @@ struct DownloadDirectory: Sendable {
         partialArea = stateArea.appendingPathComponent("partial", isDirectory: true)
         partialPrefix = partialArea.path + "/"
         completedPrefix = completedArea.path + "/"
-        areaPaths = [root.path, completedArea.path, stateArea.deletingLastPathComponent().path]
+        areas = [root, completedArea, stateArea.deletingLastPathComponent()].map { ($0, $0.path) }
     }
 
-    /// The paths of the folders `createAreas()` makes: the root, the completed area, the state area's parent.
-    private let areaPaths: [String]
+    /// The folders `createAreas()` makes, with their paths: the root, the completed area, the state area's parent.
+    private let areas: [(url: URL, path: String)]
 
     /// Partial files and their saved state.
     let partialArea: URL
@@ -66,7 +66,7 @@ struct DownloadDirectory: Sendable {
     func createAreas() throws(DownloadError) {
         // The folders above the state area get the default mode; only the state area and its partial folder are
         // private, and they are created and checked by `StateFolder`.
-        for (area, path) in zip([root, completedArea, stateArea.deletingLastPathComponent()], areaPaths) {
+        for (area, path) in areas {
             // Each transfer asks (a folder removed meanwhile is made again): one `stat` when it is there, where
             // FileManager's check cost 10,000 instructions a folder (issue #52).
             var info = stat()

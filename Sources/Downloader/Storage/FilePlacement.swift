@@ -335,13 +335,8 @@ final class FileWorkQueue: Sendable {
 
     /// Runs `work` after everything queued before it and returns what it returned.
     func run<Value: Sendable>(_ work: @escaping @Sendable () -> Value) async -> Value {
-        pending.withLock { $0 += 1 }
-        return await withCheckedContinuation { continuation in
-            queue.async { [pending] in
-                let value = work()
-                pending.withLock { $0 -= 1 }
-                continuation.resume(returning: value)
-            }
+        await withCheckedContinuation { continuation in
+            self.async { continuation.resume(returning: work()) }
         }
     }
 

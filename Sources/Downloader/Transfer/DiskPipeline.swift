@@ -369,10 +369,13 @@ final class DiskPipeline: @unchecked Sendable {
         guard !batch.isEmpty else { return }
         let written = batch
         batch = []
-        let inMemory = written.reduce(Int64(0)) { total, piece in
-            if case .bytes(let data) = piece { total + Int64(data.count) } else { Int64.max / 2 }
+        let bytes = written.reduce(Int64(0)) { total, piece in
+            switch piece {
+            case .bytes(let data): total + Int64(data.count)
+            case .fromFile(let count): total + count
+            }
         }
-        toHasher(hashing: inMemory) { [self] in hash(written) }
+        toHasher(hashing: bytes) { [self] in hash(written) }
     }
 
     /// Queues work for the hasher after everything queued before (disk queue). The hash queue is woken only when it
@@ -384,7 +387,7 @@ final class DiskPipeline: @unchecked Sendable {
     /// stays the hash queue's), instead of waking another thread for it (issue #52). At full speed writes wait, and
     /// the hasher works beside the writer as before.
     /// - Parameters:
-    ///   - bytes: the bytes `work` hashes from memory (`Int64.max / 2` for bytes read back from the file).
+    ///   - bytes: the bytes `work` hashes.
     ///   - work: the hash stage's work.
     func toHasher(hashing bytes: Int64 = 0, _ work: @escaping @Sendable () -> Void) {
         let wake = shared.withLock { shared -> HashWake in
