@@ -19,7 +19,8 @@ struct ContentRangeTests {
         arguments: [
             "", "bytes", "bytes 0-99", "bytes 99-0/1000", "bytes 0-1000/1000", "bytes */*", "items 0-1/2",
             "bytes -1-5/10",
-            "bytes 0-99/1e3", "bytes 0-99999999999999999999/1", "bytes a-b/c",
+            "bytes 0-99/1e3", "bytes 0-99999999999999999999/1", "bytes a-b/c", "bytes 1-2-3/9", "bytes\t0-1/2",
+            "bytez 0-1/2", "bytes 0-1/2\u{301}", "BYTES 0-1/2 x",
         ])
     func malformed(value: String) {
         #expect(ContentRange(value) == nil)
@@ -31,6 +32,36 @@ extension ContentRange {
         self.init("bytes */1")!
         self.range = range
         self.completeLength = completeLength
+    }
+
+    /// The parser as it was before it read bytes (issue #52), over `Character`s: the fuzz test's reference.
+    init?(reference value: String) {
+        var text = Substring(value).drop { $0 == " " }
+        guard text.lowercased().hasPrefix("bytes ") else { return nil }
+        text = text.dropFirst(6).drop { $0 == " " }
+        guard let slash = text.firstIndex(of: "/") else { return nil }
+        let rangePart = text[..<slash]
+        var lengthPart = text[text.index(after: slash)...]
+        while lengthPart.last == " " { lengthPart = lengthPart.dropLast() }
+        func number(_ text: Substring) -> Int64? {
+            guard !text.isEmpty, text.count <= 18, text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+            return Int64(text)
+        }
+        var completeLength: Int64?
+        if lengthPart != "*" {
+            guard let length = number(lengthPart) else { return nil }
+            completeLength = length
+        }
+        if rangePart == "*" {
+            guard completeLength != nil else { return nil }
+            self.init(range: nil, completeLength: completeLength)
+            return
+        }
+        let bounds = rangePart.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+        guard bounds.count == 2, let first = number(bounds[0]), let last = number(bounds[1]), first <= last
+        else { return nil }
+        if let completeLength, last >= completeLength { return nil }
+        self.init(range: first...last, completeLength: completeLength)
     }
 }
 

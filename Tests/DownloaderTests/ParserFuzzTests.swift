@@ -86,6 +86,7 @@ struct ParserFuzzTests {
                 FilenameSanitizer.trimmingBlanks(padded) == padded.trimmingCharacters(in: .whitespaces),
                 "\(padded.debugDescription)")
 
+            #expect(ContentRange(input) == ContentRange(reference: input), "\(input.debugDescription)")
             if let parsed = ContentRange(input) {
                 accepted.ranges += 1
                 if let range = parsed.range {

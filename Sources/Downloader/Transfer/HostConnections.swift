@@ -370,15 +370,17 @@ extension SessionBridge {
     ///   - sink: receives the response and body on the delegate queue.
     ///   - rank: among requests waiting for a connection to the same host, lower goes first (a download's start
     ///     time, so that downloads under a cap finish in order); the default is now (first come, first served).
+    ///   - origin: `unprepared.url`'s origin (`URL.origin`) when the caller knows it; `nil`: worked out here.
     /// - Returns: how it ended. Cancelling the calling task closes the request (or ends its wait) and returns
     ///   `.cancelled`.
     func perform(
-        _ unprepared: URLRequest, sink: any TransferSink, rank: UInt64 = DispatchTime.now().uptimeNanoseconds
+        _ unprepared: URLRequest, sink: any TransferSink, rank: UInt64 = DispatchTime.now().uptimeNanoseconds,
+        origin: String? = nil
     ) async -> RequestEnd {
-        let host = unprepared.url?.origin ?? ""
+        let host = origin ?? unprepared.url?.origin ?? ""
         while true {
             guard await gate.enter(host, rank: rank) else { return .cancelled }
-            let (end, id) = await performAuthorized(unprepared, sink: sink)
+            let (end, id) = await performAuthorized(unprepared, sink: sink, origin: host)
             let pause = id.flatMap { gate.takeRefusal($0) }
             let nanoseconds = UInt64(min(pause?.delay ?? 0, Self.longestTooManyDelay) * 1e9)
             var cancelled = false
@@ -408,10 +410,10 @@ extension SessionBridge {
     /// (its refusal is an ordinary retry).
     func refusesAsTooMany(_ response: URLResponse, taskIdentifier id: Int) -> Bool {
         guard let http = response as? HTTPURLResponse, http.statusCode == 503 || http.statusCode == 429,
-            let url = state.withLock({ $0.entries[id]?.originalURL })
+            let origin = state.withLock({ $0.entries[id]?.origin })
         else { return false }
         let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
-        return gate.refuse(url.origin, taskIdentifier: id, retryAfter: retryAfter)
+        return gate.refuse(origin, taskIdentifier: id, retryAfter: retryAfter)
     }
 }
 

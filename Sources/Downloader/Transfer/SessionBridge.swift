@@ -44,6 +44,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let task: URLSessionDataTask
         let sink: any TransferSink
         let originalURL: URL
+        /// `originalURL.origin`, worked out once (about 4,000 instructions each time, issue #52).
+        let origin: String
         var continuation: CheckedContinuation<RequestEnd, Never>?
         var lastActivity: UInt64
         /// Where the current lowest-speed interval began, and the body bytes received since.
@@ -111,18 +113,25 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     }
 
     /// Performs one request, answering a Basic challenge once when credentials are known (see `perform`).
+    /// - Parameters:
+    ///   - unprepared: the request.
+    ///   - sink: receives its events.
+    ///   - origin: `unprepared.url`'s origin when the caller knows it (`nil`: worked out here).
     /// - Returns: how it ended, and the last task's identifier (`nil` when it never became a task).
-    func performAuthorized(_ unprepared: URLRequest, sink: any TransferSink) async -> (end: RequestEnd, id: Int?) {
+    func performAuthorized(
+        _ unprepared: URLRequest, sink: any TransferSink, origin: String? = nil
+    ) async -> (end: RequestEnd, id: Int?) {
         let answers = !configuration.credentials.isEmpty
-        let (end, id) = await performOnce(authorizingIfKnown(unprepared), sink: sink, answersChallenge: answers)
+        let (end, id) = await performOnce(
+            authorizingIfKnown(unprepared), sink: sink, answersChallenge: answers, origin: origin)
         guard answers, let id, let retry = answer(toChallengeOf: id, for: unprepared) else { return (end, id) }
-        return await performOnce(retry, sink: sink, answersChallenge: false)
+        return await performOnce(retry, sink: sink, answersChallenge: false, origin: nil)
     }
 
     /// Performs one request as it is (see `perform`).
     /// - Returns: how it ended, and its task's identifier (`nil` when it never became a task).
     private func performOnce(
-        _ unprepared: URLRequest, sink: any TransferSink, answersChallenge: Bool
+        _ unprepared: URLRequest, sink: any TransferSink, answersChallenge: Bool, origin: String?
     ) async -> (end: RequestEnd, id: Int?) {
         let sink = ErrorBodySink(sink)  // an error status's message is read from its body
         let request: URLRequest
@@ -130,6 +139,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         case .ready(let prepared): request = prepared
         case .ended(let end): return (end, nil)
         }
+        // Only the caller's hook may have sent the request elsewhere.
+        let origin = configuration.prepareRequest == nil ? origin ?? request.url!.origin : request.url!.origin
         // `dataTask(with:)` waits for the session's internal queue (corelibs), which a cancel or a busy transfer can
         // hold for long: made on the control queue, never on one of the few cooperative threads.
         let session = self.session!
@@ -142,10 +153,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                 let accepted = state.withLock { state -> Bool in
                     guard !state.invalidated else { return false }
                     // Every request takes an idle connection if there is one; `complete` gives it back.
-                    _ = state.warm.take(
-                        origin: request.url!.origin, now: DispatchTime.now().uptimeNanoseconds)
+                    _ = state.warm.take(origin: origin, now: DispatchTime.now().uptimeNanoseconds)
                     state.entries[id] = Entry(
-                        task: task, sink: sink, originalURL: request.url!, continuation: continuation,
+                        task: task, sink: sink, originalURL: request.url!, origin: origin, continuation: continuation,
                         lastActivity: DispatchTime.now().uptimeNanoseconds,
                         speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
                         redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects),
@@ -175,10 +185,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         return (end, id)
     }
 
-    /// Whether a new request to `url`'s origin would probably reuse an idle connection (see `WarmConnections`).
-    func hasWarmConnection(to url: URL) -> Bool {
+    /// Whether a new request to `origin` (`URL.origin`) would probably reuse an idle connection (see
+    /// `WarmConnections`).
+    func hasWarmConnection(toOrigin origin: String) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
-        return state.withLock { $0.warm.hasIdle(origin: url.origin, now: now) }
+        return state.withLock { $0.warm.hasIdle(origin: origin, now: now) }
     }
 
     /// Closes a request from any thread: late events are dropped from now on and the task is cancelled on the
@@ -231,14 +242,14 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// (the sink is then done with it: later events find no entry).
     private func answerOnDelegateQueue(_ id: Int) {
         delegateQueue.addOperation { [self] in
-            let ended = state.withLock { state -> (CheckedContinuation<RequestEnd, Never>?, RequestEnd, URL)? in
+            let ended = state.withLock { state -> (CheckedContinuation<RequestEnd, Never>?, RequestEnd)? in
                 guard let entry = state.entries[id], let end = entry.request.pendingEnd else { return nil }
                 state.entries[id] = nil
                 state.warm.requestEnded(
-                    origin: entry.originalURL.origin, reusable: false, now: DispatchTime.now().uptimeNanoseconds)
-                return (entry.continuation, end, entry.originalURL)
+                    origin: entry.origin, reusable: false, now: DispatchTime.now().uptimeNanoseconds)
+                return (entry.continuation, end)
             }
-            guard let (continuation, end, _) = ended else { return }
+            guard let (continuation, end) = ended else { return }
             continuation?.resume(returning: end)
         }
     }
@@ -358,11 +369,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let id = task.taskIdentifier
         redirectSettled(id)
         let finished = state.withLock {
-            state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?, URL)? in
+            state -> (any TransferSink, CheckedContinuation<RequestEnd, Never>?, RequestEnd?, String)? in
             guard let entry = state.entries.removeValue(forKey: id) else { return nil }
-            return (entry.sink, entry.continuation, entry.request.pendingEnd, entry.originalURL)
+            return (entry.sink, entry.continuation, entry.request.pendingEnd, entry.origin)
         }
-        guard let (sink, continuation, pendingEnd, url) = finished else { return }
+        guard let (sink, continuation, pendingEnd, origin) = finished else { return }
         let end: RequestEnd
         if let pendingEnd {
             end = pendingEnd
@@ -374,7 +385,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         if case .finished = end, pendingEnd == nil, error == nil { reusable = true }
         let now = DispatchTime.now().uptimeNanoseconds
         // Also publishes the sink's last writes to the caller (see `perform`).
-        state.withLock { $0.warm.requestEnded(origin: url.origin, reusable: reusable, now: now) }
+        state.withLock { $0.warm.requestEnded(origin: origin, reusable: reusable, now: now) }
         continuation?.resume(returning: end)
     }
 

@@ -107,6 +107,8 @@ final class Transfer: Sendable {
     }
 
     let url: URL
+    /// `url.origin`, worked out once for every request's connection bookkeeping (issue #52).
+    let origin: String
     let options: DownloadOptions
     let directory: DownloadDirectory
     let bridge: SessionBridge
@@ -142,6 +144,7 @@ final class Transfer: Sendable {
     ) {
         self.rank = rank
         self.url = url
+        self.origin = url.origin
         self.options = options
         self.directory = directory
         self.bridge = bridge
@@ -165,7 +168,7 @@ final class Transfer: Sendable {
     func perform(_ request: URLRequest, sink: any TransferSink) async -> RequestEnd {
         observer.transferRequestsChanged(by: 1)
         defer { observer.transferRequestsChanged(by: -1) }
-        return await bridge.perform(request, sink: sink, rank: rank)
+        return await bridge.perform(request, sink: sink, rank: rank, origin: request.url == url ? origin : nil)
     }
 
     /// Downloads, verifies and moves the file into the completed area.
@@ -227,7 +230,7 @@ final class Transfer: Sendable {
             while true {
                 switch action {
                 case .proceed:
-                    let warm = bridge.hasWarmConnection(to: url)
+                    let warm = bridge.hasWarmConnection(toOrigin: origin)
                     action = Task.isCancelled ? machine.cancel() : machine.next(warmConnection: warm)
                 case .warn(let reason):
                     warn(reason)
