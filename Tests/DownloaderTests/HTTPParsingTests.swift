@@ -284,3 +284,23 @@ struct ModelTests {
         #expect(decoded == receipt)
     }
 }
+
+@Suite("Candidate names")
+struct CandidateNamesTests {
+    @Test("A name comes first as it is, then numbered before its extension, 10,000 in all")
+    func numbered() {
+        #expect(
+            Array(DownloadDirectory.candidateNames(for: "report.pdf").prefix(3)) == [
+                "report.pdf", "report (1).pdf", "report (2).pdf",
+            ])
+        #expect(Array(DownloadDirectory.candidateNames(for: "README").prefix(2)) == ["README", "README (1)"])
+        #expect(Array(DownloadDirectory.candidateNames(for: "a.tar.gz").prefix(2)) == ["a.tar.gz", "a.tar (1).gz"])
+        var count = 0
+        var last = ""
+        for name in DownloadDirectory.candidateNames(for: "x.bin") {
+            count += 1
+            last = name
+        }
+        #expect(count == 10_000 && last == "x (9999).bin")
+    }
+}

@@ -159,7 +159,9 @@ struct DownloadDirectory: Sendable {
         case .suggested:
             if let name = suggested.flatMap(FilenameSanitizer.sanitize) { return name }
             let component = url.lastPathComponent
-            let last = component.contains("%") ? component.removingPercentEncoding ?? component : component
+            // Bytes, not `contains("%")`: Foundation's substring search cost 4,000 instructions a name (issue #52).
+            let encoded = component.utf8.contains(UInt8(ascii: "%"))
+            let last = encoded ? component.removingPercentEncoding ?? component : component
             if last != "/", let name = FilenameSanitizer.sanitize(last) { return name }
             return defaultFilename(for: url)
         case .custom(let name):
@@ -170,10 +172,17 @@ struct DownloadDirectory: Sendable {
     /// The names a completed file may take, in order: `name`, then `name (1).ext`, `name (2).ext`, … The first that
     /// is free is claimed atomically when the file is placed (`FilePlacement`).
     static func candidateNames(for name: String) -> some Sequence<String> {
-        let ext = (name as NSString).pathExtension
-        let stem = ext.isEmpty ? name : String(name.dropLast(ext.count + 1))
-        return (0..<10_000).lazy.map { n in
-            n == 0 ? name : (ext.isEmpty ? "\(stem) (\(n))" : "\(stem) (\(n)).\(ext)")
+        // The extension is looked for only once the name itself is taken (8,000 instructions a name; issue #52).
+        sequence(state: (n: 0, parts: (stem: String, ext: String)?.none)) { state -> String? in
+            defer { state.n += 1 }
+            guard state.n > 0 else { return name }
+            guard state.n < 10_000 else { return nil }
+            if state.parts == nil {
+                let ext = (name as NSString).pathExtension
+                state.parts = (ext.isEmpty ? name : String(name.dropLast(ext.count + 1)), ext)
+            }
+            let (stem, ext) = state.parts!
+            return ext.isEmpty ? "\(stem) (\(state.n))" : "\(stem) (\(state.n)).\(ext)"
         }
     }
 }
