@@ -131,7 +131,7 @@ extension DownloadManager {
             record.receipt.isInterrupted = kept.isInterrupted
             if let completed {
                 record.receipt.fileURL = completed.url
-                record.receipt.filename = completed.url.lastPathComponent
+                record.receipt.filename = completed.url.fileName
                 record.receipt.totalBytesWritten = completed.length
                 record.receipt.totalBytesExpectedToWrite = completed.length
             }
@@ -163,7 +163,7 @@ extension DownloadManager {
         guard let transfer = produced else { return }
         book.update(url) { record in
             record.receipt.fileURL = transfer.fileURL
-            record.receipt.filename = transfer.fileURL.lastPathComponent
+            record.receipt.filename = transfer.fileURL.fileName
             record.receipt.totalBytesWritten = transfer.length
             record.receipt.totalBytesExpectedToWrite = transfer.length
             record.receipt.checksum = transfer.checksum
@@ -396,7 +396,7 @@ extension DownloadManager {
                 var entry = JournalEntry(record, expectations: machine.expectations(of: url))
                 if record.receipt.state != .completed, let file = machine.completedFile(of: url) {
                     entry.replaced = .init(
-                        name: file.url.lastPathComponent, length: file.length, checksum: record.receipt.checksum)
+                        name: file.url.fileName, length: file.length, checksum: record.receipt.checksum)
                 }
                 return JournalLine.put(entry)
             } ?? .remove(url)

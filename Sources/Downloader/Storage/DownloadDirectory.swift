@@ -140,7 +140,7 @@ struct DownloadDirectory: Sendable {
 
     /// The default file name: `md5(url)` plus the URL's extension, if it has a sane one.
     static func defaultFilename(for url: URL, key: String? = nil) -> String {
-        let ext = url.pathExtension
+        let ext = url.fileExtension
         let safeExtension =
             !ext.isEmpty && ext.utf8.count <= 16
             && ext.unicodeScalars.allSatisfy { $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) }
@@ -158,7 +158,7 @@ struct DownloadDirectory: Sendable {
             return defaultFilename(for: url)
         case .suggested:
             if let name = suggested.flatMap(FilenameSanitizer.sanitize) { return name }
-            let component = url.lastPathComponent
+            let component = url.fileName
             // Bytes, not `contains("%")`: Foundation's substring search cost 4,000 instructions a name (issue #52).
             let encoded = component.utf8.contains(UInt8(ascii: "%"))
             let last = encoded ? component.removingPercentEncoding ?? component : component

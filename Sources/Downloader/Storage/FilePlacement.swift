@@ -119,7 +119,7 @@ enum FilePlacement {
             defer { if let copy { posixUnlink(copy) } }
             // A candidate is one sanitised name: its path is the area's, a slash and the name. `appendingPathComponent`
             // re-parses the whole URL (14,000 instructions a call, three times `URL(fileURLWithPath:)`; issue #52).
-            let areaPath = area.path
+            let areaPath = area.filePath
             let prefix = areaPath.hasSuffix("/") ? areaPath : areaPath + "/"
             for candidate in DownloadDirectory.candidateNames(for: name) {
                 let file = URL(fileURLWithPath: prefix + candidate, isDirectory: false)
@@ -292,7 +292,7 @@ final class FileClaims: Sendable {
     /// with no empty, `.` or `..` component and no trailing slash is its own standard form (`standardizedFileURL`
     /// cost 25,000 instructions a look-up; issue #52).
     static func standardizedPath(of file: URL) -> String {
-        var path = file.path
+        var path = file.filePath
         let plain = path.withUTF8 { bytes -> Bool in
             guard bytes.count > 1, bytes[0] == UInt8(ascii: "/"), bytes[bytes.count - 1] != UInt8(ascii: "/") else {
                 return false

@@ -82,7 +82,7 @@ struct FileRecord: Codable, Sendable, Equatable {
     /// The record of `url` on the file at `path`: only a regular file (not a link to one) owned by this user, whose
     /// recorded URL is `url`.
     static func read(at path: URL, for url: URL) -> (record: FileRecord, identity: FileIdentity)? {
-        let fd = open(path.path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        let fd = open(path.filePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { _ = closeDescriptor(fd) }
         var info = stat()
@@ -98,7 +98,7 @@ struct FileRecord: Codable, Sendable, Equatable {
     /// delivered for another download, or by `wget --xattr` or `curl --xattr` from elsewhere. `false` when it records
     /// none (or cannot be read).
     static func recordsAnotherOrigin(at path: URL, than url: URL) -> Bool {
-        recordedOrigin(atPath: path.path).map { $0 != Array(recordedText(url).utf8) } ?? false
+        recordedOrigin(atPath: path.filePath).map { $0 != Array(recordedText(url).utf8) } ?? false
     }
 
     /// Whether the file at `path` records `url` as its origin (`user.xdg.origin.url`): three system calls, nothing

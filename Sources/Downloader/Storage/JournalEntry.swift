@@ -85,7 +85,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
         url = receipt.url
         options = record.options
         state = receipt.state
-        filename = receipt.state == .completed ? receipt.fileURL.lastPathComponent : nil
+        filename = receipt.state == .completed ? receipt.fileURL.fileName : nil
         totalBytesExpected = receipt.totalBytesExpectedToWrite
         checksum = receipt.checksum
         verification = receipt.verification

@@ -283,21 +283,21 @@ final class StateFolder: Sendable {
     /// - Returns: 0, or the `errno` of `linkat`.
     func link(_ name: String, in area: Area, to target: URL) -> Int32 {
         guard let folder = try? descriptor(area) else { return ENOENT }
-        return linkat(folder, name, AT_FDCWD, target.path, 0) == 0 ? 0 : errno
+        return linkat(folder, name, AT_FDCWD, target.filePath, 0) == 0 ? 0 : errno
     }
 
     /// Renames a file of an area to `target`, replacing what is there.
     /// - Returns: 0, or the `errno` of `renameat`.
     func move(_ name: String, in area: Area, to target: URL) -> Int32 {
         guard let folder = try? descriptor(area) else { return ENOENT }
-        return renameat(folder, name, AT_FDCWD, target.path) == 0 ? 0 : errno
+        return renameat(folder, name, AT_FDCWD, target.filePath) == 0 ? 0 : errno
     }
 
     /// Moves a file from a path into an area (taking over an old layout).
     /// - Returns: 0, or the `errno` of `renameat`.
     func moveIn(from source: URL, to name: String, in area: Area) -> Int32 {
         guard let folder = try? descriptor(area) else { return ENOENT }
-        return renameat(AT_FDCWD, source.path, folder, name) == 0 ? 0 : errno
+        return renameat(AT_FDCWD, source.filePath, folder, name) == 0 ? 0 : errno
     }
 }
 
