@@ -112,16 +112,20 @@ extension URL {
     /// again: 3,300 instructions a call, and placing a small file asked it six times (issue #52).
     var filePath: String {
         guard baseURL == nil else { return path }
-        let text = relativeString
-        let prefix = "file:///".utf8
-        let utf8 = text.utf8
-        guard utf8.count > prefix.count, utf8.starts(with: prefix), utf8.last != UInt8(ascii: "/"),
-            !utf8.contains(where: { byte in
-                byte == UInt8(ascii: "%") || byte == UInt8(ascii: ";") || byte == UInt8(ascii: "?")
-                    || byte == UInt8(ascii: "#") || byte >= 0x80
-            })
-        else { return path }
-        return String(Substring(utf8.dropFirst(prefix.count - 1)))
+        var text = relativeString
+        let plain = text.withUTF8 { bytes -> Bool in
+            let prefix = "file:///".utf8
+            guard bytes.count > prefix.count, bytes.starts(with: prefix), bytes[bytes.count - 1] != UInt8(ascii: "/")
+            else { return false }
+            for byte in bytes {
+                switch byte {
+                case UInt8(ascii: "%"), UInt8(ascii: ";"), UInt8(ascii: "?"), UInt8(ascii: "#"), 0x80...: return false
+                default: continue
+                }
+            }
+            return true
+        }
+        return plain ? String(Substring(text.utf8.dropFirst(7))) : path
     }
 
     /// Where the text after `scheme://` starts, if the text starts with a scheme and `://`.

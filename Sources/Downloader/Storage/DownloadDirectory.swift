@@ -158,9 +158,9 @@ struct DownloadDirectory: Sendable {
             return defaultFilename(for: url)
         case .suggested:
             if let name = suggested.flatMap(FilenameSanitizer.sanitize) { return name }
-            let component = url.fileName
             // Bytes, not `contains("%")`: Foundation's substring search cost 4,000 instructions a name (issue #52).
-            let encoded = component.utf8.contains(UInt8(ascii: "%"))
+            var component = url.fileName
+            let encoded = component.withUTF8 { $0.contains(UInt8(ascii: "%")) }
             let last = encoded ? component.removingPercentEncoding ?? component : component
             if last != "/", let name = FilenameSanitizer.sanitize(last) { return name }
             return defaultFilename(for: url)
