@@ -210,15 +210,19 @@ extension DownloadManager {
         let partial = PartialFiles(folder: directory.state, url: url)
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
-            async let ran: Void = runner.runReporting(
+            // News told while it runs goes up at once; the rest, and the end, once it has run.
+            report.deliverWhileRunning { [weak self] message in
+                await self?.transferReported(message, url: url, generation: generation, leftOnDisk: nil)
+            }
+            await runner.runReporting(
                 url: requestURL, options: runOptions, replacing: replacing, retriesMade: retriesMade, report: report)
+            await report.pumped()
             while let message = await report.next() {
                 // What a transfer that produced no file left on disk, read here: no file I/O on the actor.
                 var leftOnDisk: Int64?
                 if case .ended(_, nil) = message { leftOnDisk = partial.partialSize ?? 0 }
                 await self?.transferReported(message, url: url, generation: generation, leftOnDisk: leftOnDisk)
             }
-            await ran
         }
         var running = RunningTransfer(generation: generation, task: task, report: report)
         _ = running.meter.sample(bytes: record.receipt.totalBytesWritten)  // the speed counts from the start

@@ -172,8 +172,12 @@ struct Backoff: Sendable {
 ///   manager's ticker: progress reaches the actor at most every tick, never once per chunk.
 /// - The placement of a verified file is written to the journal before the file moves (synchronously: a crash during
 ///   the move is then recognised at the next start).
-/// - Everything else — warnings, notes, retries and finally the generation's end — is a `Message` in one queue, which
-///   the generation's task hands to the actor in the order told (`next()`); the end is always last.
+/// - Everything else — warnings, notes, retries and finally the generation's end — is a `Message` in one queue, handed
+///   to the actor in the order told; the end is always last. While the generation runs, a message told is delivered by
+///   a pump task started for it (`deliverWhileRunning`), which stops when the queue is empty: most small files tell
+///   nothing before their end, and no task waits for news beside them (an `async let` reader cost 13,000 instructions
+///   and a thread hand-off a file; issue #52). Once the runner returns, the generation's task waits for the pump
+///   (`pumped()`) and reads the rest itself (`next()`), the end last.
 final class TransferReport: TransferObserver, Sendable {
     /// What the actor is told, in order.
     enum Message: Sendable {
@@ -183,6 +187,11 @@ final class TransferReport: TransferObserver, Sendable {
         case retrying(TransferRunner.Retry)
         /// How the generation ended, and the file it produced when it completed. The last message.
         case ended(DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?)
+
+        var isEnd: Bool {
+            if case .ended = self { return true }
+            return false
+        }
     }
 
     /// What the ticker reads.
@@ -205,6 +214,19 @@ final class TransferReport: TransferObserver, Sendable {
         var messages: [Message] = []
         var waiter: CheckedContinuation<Message?, Never>?
         var ended = false
+        /// Where messages told before the end go (`deliverWhileRunning`), whether a pump task is delivering them, and
+        /// who waits for it to stop (`pumped()`).
+        var deliver: (@Sendable (Message) async -> Void)?
+        var pumping = false
+        var pumpStopped: CheckedContinuation<Void, Never>?
+
+        /// Whether a pump task must start now: messages to deliver before the end, a place to deliver them, and none
+        /// running. Marks it running.
+        mutating func startsPump() -> Bool {
+            guard deliver != nil, !pumping, let first = messages.first, !first.isEnd else { return false }
+            pumping = true
+            return true
+        }
     }
 
     private let counts: Locked<Counts>
@@ -262,6 +284,51 @@ final class TransferReport: TransferObserver, Sendable {
 
     // MARK: - The actor's side
 
+    /// Delivers the messages told from now on (and any waiting), but the end, to `deliver`, in order, one at a time,
+    /// from a task started when one is told and ended when none is left.
+    func deliverWhileRunning(_ deliver: @escaping @Sendable (Message) async -> Void) {
+        let starts = queue.withLock { queue -> Bool in
+            queue.deliver = deliver
+            return queue.startsPump()
+        }
+        if starts { startPump() }
+    }
+
+    /// Returns once no pump task delivers (at once when none does): after the end was told, what is left in the queue
+    /// is for `next()`.
+    func pumped() async {
+        await withCheckedContinuation { (stopped: CheckedContinuation<Void, Never>) in
+            let running = queue.withLock { queue -> Bool in
+                guard queue.pumping else { return false }
+                queue.pumpStopped = stopped
+                return true
+            }
+            if !running { stopped.resume() }
+        }
+    }
+
+    private func startPump() {
+        Task { [self] in
+            while true {
+                let (message, deliver, stopped) = queue.withLock {
+                    queue -> (Message?, (@Sendable (Message) async -> Void)?, CheckedContinuation<Void, Never>?) in
+                    if let first = queue.messages.first, !first.isEnd {
+                        queue.messages.removeFirst()
+                        return (first, queue.deliver, nil)
+                    }
+                    queue.pumping = false
+                    defer { queue.pumpStopped = nil }
+                    return (nil, nil, queue.pumpStopped)
+                }
+                guard let message, let deliver else {
+                    stopped?.resume()
+                    return
+                }
+                await deliver(message)
+            }
+        }
+    }
+
     /// The next message in the order told; `nil` after `ended`'s. Not ended by cancellation: a cancelled generation
     /// still reports how it ended.
     func next() async -> Message? {
@@ -277,16 +344,17 @@ final class TransferReport: TransferObserver, Sendable {
     }
 
     private func send(_ message: Message) {
-        let waiter = queue.withLock { queue -> CheckedContinuation<Message?, Never>? in
-            guard !queue.ended else { return nil }
-            if case .ended = message { queue.ended = true }
+        let (waiter, starts) = queue.withLock { queue -> (CheckedContinuation<Message?, Never>?, Bool) in
+            guard !queue.ended else { return (nil, false) }
+            if message.isEnd { queue.ended = true }
             guard let waiter = queue.waiter else {
                 queue.messages.append(message)
-                return nil
+                return (nil, queue.startsPump())
             }
             queue.waiter = nil
-            return waiter
+            return (waiter, false)
         }
         waiter?.resume(returning: message)
+        if starts { startPump() }
     }
 }
