@@ -61,13 +61,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         var request = RequestState()
     }
 
-    /// A request's task as it starts on the control queue: its identifier once it is registered, and whether the
-    /// caller was cancelled meanwhile.
-    struct Start {
-        var id: Int?
-        var cancelled = false
-    }
-
     struct State {
         var entries: [Int: Entry] = [:]
         var invalidated = false
@@ -149,55 +142,43 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         // Only the caller's hook may have sent the request elsewhere.
         let origin = configuration.prepareRequest == nil ? origin ?? request.url!.origin : request.url!.origin
         // `dataTask(with:)` waits for the session's internal queue (corelibs), which a cancel or a busy transfer can
-        // hold for long: the task is made, registered and resumed in one block on the control queue, never on one of
-        // the few cooperative threads. One hop, not two and a continuation (two thread wake-ups a request; issue #52).
+        // hold for long: made on the control queue, never on one of the few cooperative threads.
         let session = self.session!
-        let started = Locked(Start())
+        let task = await withCheckedContinuation { (made: CheckedContinuation<URLSessionDataTask, Never>) in
+            controlQueue.async { made.resume(returning: session.dataTask(with: request)) }
+        }
+        let id = task.taskIdentifier
         let end = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<RequestEnd, Never>) in
-                controlQueue.async { [self] in
-                    let task = session.dataTask(with: request)
-                    let id = task.taskIdentifier
-                    let accepted = state.withLock { state -> Bool in
-                        guard !state.invalidated else { return false }
-                        // Every request takes an idle connection if there is one; `complete` gives it back.
-                        _ = state.warm.take(origin: origin, now: DispatchTime.now().uptimeNanoseconds)
-                        state.entries[id] = Entry(
-                            task: task, sink: sink, originalURL: request.url!, origin: origin,
-                            continuation: continuation, lastActivity: DispatchTime.now().uptimeNanoseconds,
-                            speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
-                            redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects),
-                            answersChallenge: answersChallenge,
-                            sentCredentials: request.value(forHTTPHeaderField: "Authorization") != nil
-                                || request.url!.hasCredentials)
-                        return true
-                    }
-                    // Registered before the identifier is known to a cancellation, which then closes the entry.
-                    let cancelled = started.withLock { start -> Bool in
-                        start.id = id
-                        return start.cancelled
-                    }
-                    guard accepted else {
-                        continuation.resume(returning: .cancelled)
-                        return
-                    }
-                    if cancelled {
-                        // Cancelled before it started: no completion will come, so end it here.
-                        let entry = state.withLock { $0.entries.removeValue(forKey: id) }
-                        entry?.continuation?.resume(returning: .cancelled)
-                    } else {
-                        task.resume()
-                    }
+                let accepted = state.withLock { state -> Bool in
+                    guard !state.invalidated else { return false }
+                    // Every request takes an idle connection if there is one; `complete` gives it back.
+                    _ = state.warm.take(origin: origin, now: DispatchTime.now().uptimeNanoseconds)
+                    state.entries[id] = Entry(
+                        task: task, sink: sink, originalURL: request.url!, origin: origin, continuation: continuation,
+                        lastActivity: DispatchTime.now().uptimeNanoseconds,
+                        speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
+                        redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects),
+                        answersChallenge: answersChallenge,
+                        sentCredentials: request.value(forHTTPHeaderField: "Authorization") != nil
+                            || request.url!.hasCredentials)
+                    return true
+                }
+                guard accepted else {
+                    continuation.resume(returning: .cancelled)
+                    return
+                }
+                if Task.isCancelled {
+                    // Never started: no completion will come, so end it here.
+                    let entry = state.withLock { $0.entries.removeValue(forKey: id) }
+                    entry?.continuation?.resume(returning: .cancelled)
+                } else {
+                    controlQueue.async { task.resume() }
                 }
             }
         } onCancel: {
-            let id = started.withLock { start -> Int? in
-                start.cancelled = true
-                return start.id
-            }
-            if let id { close(taskIdentifier: id, with: .cancelled) }
+            close(taskIdentifier: id, with: .cancelled)
         }
-        let id = started.withLock { $0.id }
         // The sink wrote its state on the delegate queue before the request ended; taking the lock that side took
         // last makes the hand-off explicit (ThreadSanitizer does not always see it through the continuation).
         state.withLock { _ in }
