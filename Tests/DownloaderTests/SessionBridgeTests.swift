@@ -81,4 +81,45 @@ final class SessionBridgeTests {
             bridge.invalidate()
         }
     }
+
+    @Test("A request cancelled at any moment of its start ends, cancelled or finished")
+    func cancelledWhileStarting() async throws {
+        // A cancellation may come while the task is made, before it is registered, before it is resumed, or after.
+        // Each seed cancels after a different number of yields (a random input, not synchronisation); a continuation
+        // never resumed would hang, so each end has a deadline.
+        let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_BRIDGE_SEEDS"] ?? "") ?? 40
+        let bridge = SessionBridge(configuration: .init())
+        defer { bridge.invalidate() }
+        var cancelled = 0
+        for seed in 1...seeds {
+            var random = SeededGenerator(seed: seed)
+            let sink = RecordingSink()
+            let request = URLRequest(url: server.url("/bytes/start-\(seed)?size=2000"))
+            let running = Task { await bridge.performAuthorized(request, sink: sink) }
+            for _ in 0..<Int(random.next() % 40) { await Task.yield() }
+            running.cancel()
+            // The first of the end and a deadline (a deadline, not synchronisation); a hung request is left behind.
+            let ended = await withCheckedContinuation { (answer: CheckedContinuation<RequestEnd?, Never>) in
+                let answered = Locked(false)
+                let give: @Sendable (RequestEnd?) -> Void = { end in
+                    if answered.withLock({ done in
+                        defer { done = true }; return !done
+                    }) {
+                        answer.resume(returning: end)
+                    }
+                }
+                Task { give(await running.value.end) }
+                Task {
+                    try? await Task.sleep(for: TestTime.scaled(.seconds(30)))
+                    give(nil)
+                }
+            }
+            switch ended {
+            case .cancelled?: cancelled += 1
+            case .finished?: break
+            default: Issue.record("seed \(seed): ended \(String(describing: ended))")
+            }
+        }
+        #expect(cancelled > 0)
+    }
 }
