@@ -325,13 +325,20 @@ func bigEndianBytes(_ words: [UInt32]) -> [UInt8] {
 enum Hex {
     /// Lowercase hex digits of `bytes`.
     static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0x0f)])
+        // ASCII written into the string's own storage: no table or buffer allocated per call (issue #52).
+        let bytes = Array(bytes)
+        return String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            for (index, byte) in bytes.enumerated() {
+                out[2 * index] = digit(byte >> 4)
+                out[2 * index + 1] = digit(byte & 0x0f)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The lowercase hex digit of a nibble.
+    private static func digit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 
     /// The bytes of an even number of hex digits (either case), white space around them ignored.

@@ -82,7 +82,12 @@ struct FileRecord: Codable, Sendable, Equatable {
     /// The record of `url` on the file at `path`: only a regular file (not a link to one) owned by this user, whose
     /// recorded URL is `url`.
     static func read(at path: URL, for url: URL) -> (record: FileRecord, identity: FileIdentity)? {
-        let fd = open(path.filePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+        read(atPath: path.filePath, for: url)
+    }
+
+    /// The record of `url` on the file at `path` (see `read(at:for:)`).
+    static func read(atPath path: String, for url: URL) -> (record: FileRecord, identity: FileIdentity)? {
+        let fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else { return nil }
         defer { _ = closeDescriptor(fd) }
         var info = stat()
