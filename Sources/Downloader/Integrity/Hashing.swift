@@ -325,9 +325,14 @@ func bigEndianBytes(_ words: [UInt32]) -> [UInt8] {
 enum Hex {
     /// Lowercase hex digits of `bytes`.
     static func encode(_ bytes: some Sequence<UInt8>) -> String {
-        // ASCII written into the string's own storage: no table or buffer allocated per call (issue #52).
-        let bytes = Array(bytes)
-        return String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+        // ASCII written into the string's own storage: no table allocated per call, and no copy of bytes that are
+        // contiguous already (an array, `Data`, a digest's bytes; issue #52).
+        if let encoded = bytes.withContiguousStorageIfAvailable(encode(contiguous:)) { return encoded }
+        return Array(bytes).withUnsafeBufferPointer(encode(contiguous:))
+    }
+
+    private static func encode(contiguous bytes: UnsafeBufferPointer<UInt8>) -> String {
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
             for (index, byte) in bytes.enumerated() {
                 out[2 * index] = digit(byte >> 4)
                 out[2 * index + 1] = digit(byte & 0x0f)
