@@ -68,11 +68,8 @@ extension URL {
             guard index < bytes.count - 1 else { return nil }  // no path, or the path is "/" alone
             var nameStart = index + 1
             for position in index..<bytes.count {
-                switch bytes[position] {
-                case UInt8(ascii: "/"): nameStart = position + 1
-                case UInt8(ascii: "%"), UInt8(ascii: ";"), UInt8(ascii: "?"), UInt8(ascii: "#"), 0x80...: return nil
-                default: break
-                }
+                if bytes[position] == UInt8(ascii: "/") { nameStart = position + 1 }
+                if !Self.isPlainPathByte(bytes[position]) { return nil }
             }
             guard nameStart < bytes.count else { return nil }  // a trailing slash
             return nameStart
@@ -117,15 +114,16 @@ extension URL {
             let prefix = "file:///".utf8
             guard bytes.count > prefix.count, bytes.starts(with: prefix), bytes[bytes.count - 1] != UInt8(ascii: "/")
             else { return false }
-            for byte in bytes {
-                switch byte {
-                case UInt8(ascii: "%"), UInt8(ascii: ";"), UInt8(ascii: "?"), UInt8(ascii: "#"), 0x80...: return false
-                default: continue
-                }
-            }
-            return true
+            return bytes.allSatisfy(Self.isPlainPathByte)
         }
         return plain ? String(Substring(text.utf8.dropFirst(7))) : path
+    }
+
+    /// Whether a byte of a URL's path reads the same in the text and in Foundation's decoded path: ASCII, and not
+    /// `%` (an escape), `;`, `?` or `#` (which end a path segment or the path). `fileName` and `filePath` share it.
+    private static func isPlainPathByte(_ byte: UInt8) -> Bool {
+        byte < 0x80 && byte != UInt8(ascii: "%") && byte != UInt8(ascii: ";") && byte != UInt8(ascii: "?")
+            && byte != UInt8(ascii: "#")
     }
 
     /// Where the text after `scheme://` starts, if the text starts with a scheme and `://`.
