@@ -114,9 +114,8 @@ final class DownloadManagerInterruptionTests: Sendable {
         await first.saveReceiptsNow()
         let crash = try TemporaryDirectory()
         defer { crash.remove() }
-        try FileManager.default.copyItem(
-            at: directory.appendingPathComponent(".downloader"),
-            to: crash.url.appendingPathComponent(".downloader"))
+        try copyAsCrashLeavesIt(
+            directory.appendingPathComponent(".downloader"), to: crash.url.appendingPathComponent(".downloader"))
         await first.shutdown()
 
         let second = try makeManager(in: crash.url)

@@ -156,21 +156,8 @@ final class DownloadManagerTests: Sendable {
         // leave them (the journal and saved hash states first, then the partial files, which only grow).
         let crash = try TemporaryDirectory()
         defer { crash.remove() }
-        let fm = FileManager.default
-        let state = temporary.url.appendingPathComponent(".downloader")
-        try fm.createDirectory(
-            at: crash.url.appendingPathComponent(".downloader/partial"), withIntermediateDirectories: true)
-        try fm.copyItem(
-            at: state.appendingPathComponent("journal"), to: crash.url.appendingPathComponent(".downloader/journal"))
-        let partial = state.appendingPathComponent("partial")
-        let items = try fm.contentsOfDirectory(atPath: partial.path).sorted {
-            $0.hasSuffix(".state") && !$1.hasSuffix(".state")
-        }
-        for item in items {
-            try fm.copyItem(
-                at: partial.appendingPathComponent(item),
-                to: crash.url.appendingPathComponent(".downloader/partial/\(item)"))
-        }
+        try copyAsCrashLeavesIt(
+            temporary.url.appendingPathComponent(".downloader"), to: crash.url.appendingPathComponent(".downloader"))
         await first.shutdown()
 
         let second = try makeManager(directory: crash.url, window: 65_536)

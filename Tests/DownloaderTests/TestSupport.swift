@@ -38,6 +38,44 @@ struct TemporaryDirectory {
     }
 }
 
+/// Copies a live state folder as a `kill -9` at this instant could leave it, for crash tests.
+///
+/// Files come before folders and saved states before the files they describe: what is saved first is copied first,
+/// and a partial file copied later only holds more. A file written whole and renamed into place may vanish between
+/// the listing and its copy (its temporary name, `AtomicFile.temporaryMarker`); that is a crash before the write began
+/// and it is left out. `FileManager.copyItem` failed the whole copy then (CI, `df5ee35`).
+/// - Parameters:
+///   - source: the folder being written to (a `.downloader` or its `partial`).
+///   - destination: where the image goes; it must not exist.
+/// - Throws: any failure but a vanished temporary file.
+func copyAsCrashLeavesIt(_ source: URL, to destination: URL) throws {
+    let fm = FileManager.default
+    try fm.createDirectory(at: destination, withIntermediateDirectories: true)
+    var files: [String] = []
+    var folders: [String] = []
+    for name in try fm.contentsOfDirectory(atPath: source.path) {
+        var isDirectory: ObjCBool = false
+        guard fm.fileExists(atPath: source.appendingPathComponent(name).path, isDirectory: &isDirectory) else {
+            continue  // gone since the listing: renamed away or removed, as a crash a moment earlier may see it
+        }
+        if isDirectory.boolValue { folders.append(name) } else { files.append(name) }
+    }
+    files.sort { $0.hasSuffix(".state") && !$1.hasSuffix(".state") }
+    for name in files {
+        do {
+            try fm.copyItem(at: source.appendingPathComponent(name), to: destination.appendingPathComponent(name))
+        } catch {
+            // Renamed into place meanwhile: its content is in the saved file the copy has, or a later one.
+            guard name.contains(".tmp-"), !fm.fileExists(atPath: source.appendingPathComponent(name).path) else {
+                throw error
+            }
+        }
+    }
+    for name in folders.sorted() {
+        try copyAsCrashLeavesIt(source.appendingPathComponent(name), to: destination.appendingPathComponent(name))
+    }
+}
+
 extension DownloadManager.Configuration {
     /// A configuration for tests: quick retries, and the given limits.
     static func forTests(

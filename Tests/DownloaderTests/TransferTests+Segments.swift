@@ -161,7 +161,7 @@ extension TransferTests {
         let crashed = try TemporaryDirectory()
         defer { crashed.remove() }
         let copy = DownloadDirectory(root: crashed.url)
-        try FileManager.default.copyItem(at: directory.stateArea, to: copy.stateArea)
+        try copyAsCrashLeavesIt(directory.stateArea, to: copy.stateArea)
         copied.withLock { $0 = true }
         first.cancel()
         _ = await first.value
