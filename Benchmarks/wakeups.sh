@@ -3,7 +3,8 @@
 # sched:sched_waking --call-graph dwarf` of `list-harness` (what `dl -q -j 16 -i LIST` does with the library) and of
 # the platform's floor (`urlsession-many LIST 16`: URLSession alone) over COUNT (default 1,000) 1 KiB files from
 # loopback nginx, written to a tmpfs. Prints the wake-ups and context switches per file of each (`perf stat`, exact),
-# and the TOP (default 20) call sites that wake another thread, per file, by their first three frames in user space
+# and the TOP (default 20) call sites that the library adds most (its count, the floor's and the difference), per file,
+# by their first three frames in user space
 # (from the recorded stacks: perf drops some of those events when its buffer fills, so these per-file figures are a
 # little low). HARNESS=PATH names another list-harness. Counts, not times; they move with the machine's load (a busy
 # machine merges some wake-ups): run it a few times.
@@ -67,13 +68,17 @@ def sites(name):
         counter[tuple(frames)] += 1
     return events, counter
 library, sites_library = sites('library')
-floor, _ = sites('floor')
+floor, sites_floor = sites('floor')
 print(f'recorded wake-ups per file: library {library / count:.2f}, URLSession alone {floor / count:.2f}')
-mangled = sorted({frame for site in sites_library for frame in site if frame.startswith('$s')})
+mangled = sorted({frame for sites in (sites_library, sites_floor) for site in sites for frame in site
+                  if frame.startswith('$s')})
 demangled = subprocess.run(['swift', 'demangle', '--simplified', '--compact'], input='\n'.join(mangled),
                            capture_output=True, text=True).stdout.split('\n')
 names = dict(zip(mangled, demangled))
-print(f'the library run\'s {top} most frequent waking call sites, per file:')
-for site, n in sites_library.most_common(top):
-    print(f'{n / count:6.2f}  ' + ' <- '.join(names.get(frame, frame)[:70] for frame in site))
+print(f'the {top} waking call sites the library adds most, per file (library, URLSession alone, difference):')
+difference = collections.Counter({site: sites_library[site] - sites_floor[site]
+                                  for site in set(sites_library) | set(sites_floor)})
+for site, n in difference.most_common(top):
+    print(f'{sites_library[site] / count:6.2f} {sites_floor[site] / count:6.2f} {n / count:+6.2f}  '
+          + ' <- '.join(names.get(frame, frame)[:70] for frame in site))
 PY

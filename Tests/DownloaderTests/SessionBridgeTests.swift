@@ -122,4 +122,17 @@ final class SessionBridgeTests {
         }
         #expect(cancelled > 0)
     }
+
+    @Test("The session neither stores, sends nor parses cookies: the bridge's jar has them (issue #52)")
+    func sessionLeavesCookiesAlone() {
+        let bridge = SessionBridge()
+        defer { bridge.invalidate() }
+        let configuration = bridge.sessionConfiguration
+        #expect(configuration.httpCookieStorage == nil)
+        #expect(!configuration.httpShouldSetCookies)
+        // Anything else and corelibs parses every header line of every response as a cookie before it finds no storage
+        // (`_EasyHandle.setCookies(headerData:)`; issue #52). That a server's cookies still reach the jar is
+        // `DownloadManagerTests`' and the redirect gate's (#36) to show.
+        #expect(configuration.httpCookieAcceptPolicy == .never)
+    }
 }

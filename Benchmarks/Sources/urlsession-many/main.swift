@@ -2,6 +2,8 @@
 // per line) fetched by one URLSession with CONCURRENCY data tasks at a time, each body discarded: no disk, no hash,
 // no state. Prints the count, the seconds and the files per second; `/usr/bin/time` gives its CPU and memory. The
 // difference to `dl -j CONCURRENCY -i LIST` is what dl adds per file (files, state, verification).
+// FLOOR_NO_COOKIES=1 configures the session as the library does (no cookie storage, accept policy `.never`): corelibs
+// then skips parsing each header line as a cookie, which the default configuration pays for (issue #52).
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -55,6 +57,11 @@ let queue = OperationQueue()
 queue.maxConcurrentOperationCount = 1
 let configuration = URLSessionConfiguration.ephemeral
 configuration.httpMaximumConnectionsPerHost = concurrency
+if ProcessInfo.processInfo.environment["FLOOR_NO_COOKIES"] == "1" {
+    configuration.httpCookieStorage = nil
+    configuration.httpShouldSetCookies = false
+    configuration.httpCookieAcceptPolicy = .never
+}
 let session = URLSession(configuration: configuration, delegate: runner, delegateQueue: queue)
 runner.session = session
 let start = Date()

@@ -80,6 +80,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     private let watchdog: DispatchSourceTimer
     // Set once in init, before any task exists; read-only afterwards.
     private var session: URLSession!
+    /// A copy of the session's configuration (tests).
+    var sessionConfiguration: URLSessionConfiguration { session.configuration }
 
     /// Creates the session.
     init(configuration: Configuration = Configuration()) {
@@ -100,6 +102,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         // `Cookie` header with its cookies (corelibs' `setCookies(on:)`) rather than add to it.
         sessionConfiguration.httpShouldSetCookies = false
         sessionConfiguration.httpCookieStorage = nil
+        // Nor does it read them: without `.never`, corelibs parses every response header line as a cookie (a
+        // `String`, a split, two trims and `HTTPCookie.cookies(withResponseHeaderFields:for:)`) before it finds no
+        // storage to put them in, 0.29 M instructions a small file (`_EasyHandle.setCookies(headerData:)`, issue
+        // #52). The `Set-Cookie` headers still reach the response, and the bridge's jar.
+        sessionConfiguration.httpCookieAcceptPolicy = .never
         // An idle timer on Linux that also runs while a task waits for a connection: keep it out of the way and let
         // the watchdog judge stalls.
         sessionConfiguration.timeoutIntervalForRequest = max(600, configuration.stallTimeout * 4)
