@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks/lists.sh "SIZES" RUNS — lists of many small files (issue #34): `dl -j 16 -i LIST` against
 # `aria2c -j 16 -i LIST` and the platform's floor (`urlsession-many LIST 16`: URLSession alone, bodies discarded, no
-# disk; `floor-tuned`: the same with FLOOR_NO_COOKIES=1, configured as the library configures its session), interleaved,
+# disk; `floor-tuned`: the same with FLOOR_TUNED=1, configured as the library configures its session), interleaved,
 # RUNS times per size, on loopback nginx serving one 1 KiB file under every path. Prints the
 # medians of wall time, peak RSS and CPU (user + sys) per tool and size. DL_BASELINE=PATH adds another dl binary.
 # Each run writes its files into a new folder on a tmpfs (LISTS_ON_DISK=1: in /tmp), removed afterwards: on ext4,
@@ -30,7 +30,7 @@ trap 'kill $NGINX_PID 2> /dev/null; umount "$WORK/mnt" 2> /dev/null; rm -rf "$WO
 sleep 1
 
 declare -A TOOLS=([dl]="$DL -q -j 16 -P OUT -i LIST" [aria2c]="aria2c -q -j 16 -d OUT -i LIST --file-allocation=none"
-    [floor]="$FLOOR LIST 16" [floor-tuned]="env FLOOR_NO_COOKIES=1 $FLOOR LIST 16")
+    [floor]="$FLOOR LIST 16" [floor-tuned]="env FLOOR_TUNED=1 $FLOOR LIST 16")
 ORDER="dl aria2c floor floor-tuned"
 if [ -n "${DL_BASELINE:-}" ]; then
     TOOLS[dl-baseline]="$DL_BASELINE -q -j 16 -P OUT -i LIST"

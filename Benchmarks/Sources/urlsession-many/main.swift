@@ -2,8 +2,9 @@
 // per line) fetched by one URLSession with CONCURRENCY data tasks at a time, each body discarded: no disk, no hash,
 // no state. Prints the count, the seconds and the files per second; `/usr/bin/time` gives its CPU and memory. The
 // difference to `dl -j CONCURRENCY -i LIST` is what dl adds per file (files, state, verification).
-// FLOOR_NO_COOKIES=1 configures the session as the library does (no cookie storage, accept policy `.never`): corelibs
-// then skips parsing each header line as a cookie, which the default configuration pays for (issue #52).
+// FLOOR_TUNED=1 configures the session as the library does: no cookie storage and accept policy `.never` (corelibs
+// then skips parsing each header line as a cookie), no URL cache (it skips looking each request up in it). The default
+// configuration pays for both (issue #52).
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -57,10 +58,12 @@ let queue = OperationQueue()
 queue.maxConcurrentOperationCount = 1
 let configuration = URLSessionConfiguration.ephemeral
 configuration.httpMaximumConnectionsPerHost = concurrency
-if ProcessInfo.processInfo.environment["FLOOR_NO_COOKIES"] == "1" {
+if ProcessInfo.processInfo.environment["FLOOR_TUNED"] == "1" {
     configuration.httpCookieStorage = nil
     configuration.httpShouldSetCookies = false
     configuration.httpCookieAcceptPolicy = .never
+    configuration.urlCache = nil
+    configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
 }
 let session = URLSession(configuration: configuration, delegate: runner, delegateQueue: queue)
 runner.session = session
