@@ -65,8 +65,11 @@ func copyAsCrashLeavesIt(_ source: URL, to destination: URL) throws {
         do {
             try fm.copyItem(at: source.appendingPathComponent(name), to: destination.appendingPathComponent(name))
         } catch {
-            // Renamed into place meanwhile: its content is in the saved file the copy has, or a later one.
-            guard name.contains(".tmp-"), !fm.fileExists(atPath: source.appendingPathComponent(name).path) else {
+            // Renamed into place meanwhile: the image is then that of a crash before this save began (a start clears
+            // temporary files anyway).
+            guard name.contains(AtomicFile.temporaryMarker),
+                !fm.fileExists(atPath: source.appendingPathComponent(name).path)
+            else {
                 throw error
             }
         }
