@@ -62,6 +62,23 @@ final class DownloadManagerBatchTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("A batch's finished download is removed from the journal with one line, after its placement line")
+    func batchWritesOneRemoval() async throws {
+        let manager = try makeManager()
+        let list = requests("r", count: 12)
+        for await outcome in manager.download(list) { _ = try outcome.result.get() }
+        await manager.shutdown()  // every pending save written
+        let journal = try String(
+            contentsOf: workspace.directory.appendingPathComponent(".downloader/journal"), encoding: .utf8)
+        for request in list {
+            let lines = journal.split(separator: "\n").filter { $0.hasPrefix(request.url.absoluteString + "\t") }
+            let removals = lines.indices.filter { lines[$0].contains("{\"remove\"") }
+            #expect(removals.count == 1, "\(lines)")
+            // Nothing of the download after its removal: a restart must not bring it back.
+            #expect(removals.last == lines.indices.last, "\(lines)")
+        }
+    }
+
     @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)  // the asynchronous batch API
     @Test("The intake waits for outcomes to be taken: at most maximumInFlight requests are read ahead")
     func intakeIsBounded() async throws {

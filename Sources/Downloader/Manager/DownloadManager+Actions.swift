@@ -266,9 +266,11 @@ extension DownloadManager {
             }
         }
         let file = result.map { CompletedFile(url: $0.fileURL, length: $0.length) }
+        let removedBefore = !book.contains(url)
         apply(machine.transferEnded(url, generation: generation, end, produced: file), produced: result)
-        // A download removed while its file was being placed: its placement record must not outlive it.
-        if !book.contains(url) { persist(url) }
+        // A download removed while its file was being placed: its placement record must not outlive it. One removed
+        // just now (a batch forgets what it delivered) was noted after the placement was written: no second line.
+        if removedBefore && !book.contains(url) { persist(url) }
     }
 
     /// A download's `Retry-After` is over: it takes the first place in the queue.
