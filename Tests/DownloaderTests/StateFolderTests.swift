@@ -129,3 +129,40 @@ final class StateFolderTests: Sendable {
         #expect(left == ["partial"], "only the folder holding the stranger's file is left: \(left ?? [])")
     }
 }
+
+@Suite("Free space estimate")
+struct FreeSpaceEstimateTests {
+    @Test("Claims that fit in a recent measurement need no new one; the rest, or a stale one, ask for it")
+    func claims() {
+        let start = ContinuousClock.now
+        var estimate = FreeSpaceEstimate(measured: 10_000, at: start)
+        let first = estimate.claim(6_000, at: start)
+        let second = estimate.claim(4_000, at: start + .milliseconds(500))
+        let third = estimate.claim(1, at: start + .milliseconds(600))
+        #expect(first && second && !third)  // the third: all of it claimed, measure again
+        var fresh = FreeSpaceEstimate(measured: 10_000, at: start)
+        let tooMuch = fresh.claim(10_001, at: start)
+        let tooOld = fresh.claim(1, at: start + FreeSpaceEstimate.lifetime)
+        let tooEarly = fresh.claim(1, at: start - .milliseconds(1))
+        #expect(!tooMuch && !tooOld && !tooEarly && fresh.claimed == 0)
+    }
+
+    @Test("Seeded claims never accept more bytes than a measurement showed, nor one older than its lifetime")
+    func seededClaims() {
+        let start = ContinuousClock.now
+        for seed in UInt64(1)...200 {
+            var random = SeededGenerator(seed: seed)
+            let measured = Int64.random(in: 0...1_000_000, using: &random)
+            var estimate = FreeSpaceEstimate(measured: measured, at: start)
+            var accepted: Int64 = 0
+            for _ in 0..<50 {
+                let needed = Int64.random(in: 0...100_000, using: &random)
+                let at = start + .milliseconds(Int.random(in: -10...1_200, using: &random))
+                guard estimate.claim(needed, at: at) else { continue }
+                accepted += needed
+                #expect(at >= start && at - start < FreeSpaceEstimate.lifetime, "seed \(seed)")
+            }
+            #expect(accepted <= measured && accepted == estimate.claimed, "seed \(seed)")
+        }
+    }
+}

@@ -126,18 +126,18 @@ extension TransferRunner {
         /// - Parameters:
         ///   - end: how.
         ///   - cancelled: the generation's task was cancelled (a suspend, a removal, a shutdown).
-        ///   - random: a number in 0..<1, for the backoff's jitter.
+        ///   - random: a number in 0..<1, for the backoff's jitter; drawn only for a retry when `nil` (a draw is a
+        ///     `getrandom(2)` call, which every completed file paid for; issue #52).
         /// - Returns: what follows.
-        mutating func attemptEnded(
-            _ end: AttemptEnd, cancelled: Bool, random: Double = Double.random(in: 0..<1)
-        ) -> Action {
+        mutating func attemptEnded(_ end: AttemptEnd, cancelled: Bool, random: Double? = nil) -> Action {
             switch end {
             case .completed(let checksum):
                 return .end(.completed(checksum))
             case .failed(let error):
                 if error == .cancelled || cancelled { return .end(.cancelled) }
                 guard error.isTransient, made < limit else { return .end(.failed(error)) }
-                let delay = backoff.delay(attempt: made, retryAfter: error.retryAfter, random: random)
+                let delay = backoff.delay(
+                    attempt: made, retryAfter: error.retryAfter, random: random ?? Double.random(in: 0..<1))
                 made += 1
                 return .retry(Retry(attempt: made, delay: delay, error: error))
             }

@@ -37,7 +37,13 @@ struct DownloadDirectory: Sendable {
         partialArea = stateArea.appendingPathComponent("partial", isDirectory: true)
         partialPrefix = partialArea.path + "/"
         completedPrefix = completedArea.path + "/"
-        areas = [root, completedArea, stateArea.deletingLastPathComponent()].map { ($0, $0.path) }
+        // Each folder once: `dl -P DIR` has all three in one, which every transfer checked three times (issue #52).
+        var areas: [(url: URL, path: String)] = []
+        for area in [root, completedArea, stateArea.deletingLastPathComponent()]
+        where !areas.contains(where: { $0.path == area.path }) {
+            areas.append((area, area.path))
+        }
+        self.areas = areas
     }
 
     /// The folders `createAreas()` makes, with their paths: the root, the completed area, the state area's parent.

@@ -11,9 +11,9 @@ import Foundation
 
 /// Moves a verified partial file to its final place, never over an unrelated file.
 ///
-/// A name is claimed with `link(2)`, which fails if the name exists, so two transfers that choose the same name at
-/// the same moment cannot overwrite each other; the partial name is unlinked afterwards. Between the two a crash
-/// leaves both names on one inode, which recovery recognises. Before each claim, `willClaim` records where the file is
+/// A name is claimed with `renameat2(RENAME_NOREPLACE)` on Linux, else `link(2)`: both fail if the name exists, so two
+/// transfers that choose the same name at the same moment cannot overwrite each other. After a link the partial name is
+/// unlinked; between the two a crash leaves both names on one inode, which recovery recognises. Before each claim, `willClaim` records where the file is
 /// going (the manager writes it to its journal), so a crash at any moment of the move is recognised at the next start.
 /// A file already at the name with the same length and checksum is the same file (a rerun after the state was
 /// cleaned up): it is taken as the result instead of making a `name (1)` copy — unless another download of the
@@ -33,6 +33,15 @@ enum FilePlacement {
             switch self {
             case .partial(let files): return files.folder.link(files.partialName, in: .partial, to: target)
             case .file(let url): return posixLink(url, target)
+            }
+        }
+
+        /// Moves it to `target` unless something is there, in one call. - Returns: 0 or `errno`; `nil` when that
+        /// cannot be done so (link it, then unlink it).
+        func moveIfAbsent(to target: URL) -> Int32? {
+            switch self {
+            case .partial(let files): return files.folder.moveIfAbsent(files.partialName, in: .partial, to: target)
+            case .file: return nil
             }
         }
 
@@ -128,7 +137,8 @@ enum FilePlacement {
                 var placed = false
                 defer { if !placed { claims.release(file, of: downloadURL) } }
                 willClaim(file)
-                var code = copy.map { posixLink($0, file) } ?? source.link(to: file)
+                let moved = copy == nil ? source.moveIfAbsent(to: file) : nil
+                var code = moved ?? copy.map { posixLink($0, file) } ?? source.link(to: file)
                 if code == EXDEV && copy == nil {
                     // Another file system: copy beside the target first, then claim names for the copy.
                     copy = try copyBeside(file, from: source, downloadURL: downloadURL)
@@ -136,7 +146,7 @@ enum FilePlacement {
                 }
                 switch code {
                 case 0:
-                    source.unlink()
+                    if moved != 0 { source.unlink() }  // linked: the partial name goes
                     placed = true
                     return file
                 case EEXIST:

@@ -86,7 +86,7 @@ struct PartialFiles: Sendable {
         case positional
         /// Reading.
         case read
-        /// A new empty file (created; an earlier one must have been removed).
+        /// A new empty file (one left by an earlier run is removed first).
         case create
     }
 
@@ -103,7 +103,18 @@ struct PartialFiles: Sendable {
             }
         do {
             // The file becomes the user's: it gets the mode a new file gets (the state folder keeps it private).
-            let fd = try folder.openFile(partialName, in: .partial, flags: flags, mode: 0o666)
+            let fd: Int32
+            do {
+                fd = try folder.openFile(partialName, in: .partial, flags: flags, mode: 0o666)
+            } catch let error as POSIXError {
+                // A file left by an earlier run is removed only when there is one: a fresh file cost an `unlink`
+                // that found nothing (issue #52).
+                guard access == .create, error.code == .EEXIST else { throw error }
+                removePartial()
+                fd = try folder.openFile(partialName, in: .partial, flags: flags, mode: 0o666)
+            }
+            // A file `O_EXCL` created is a new regular file (a name that is a link fails): no `fstat` to ask.
+            if access == .create { return fd }
             var info = stat()
             guard fstat(fd, &info) == 0, (info.st_mode & S_IFMT) == S_IFREG else {
                 _ = closeDescriptor(fd)

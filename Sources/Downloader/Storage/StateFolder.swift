@@ -26,6 +26,8 @@ final class StateFolder: Sendable {
     /// The partial area inside it.
     let partialURL: URL
     private let descriptors = Locked<(state: Int32, partial: Int32)?>(nil)
+    /// Each area's last free-space measurement and what was claimed of it since (`freeBytesIfShort(of:in:)`).
+    private let freeSpaceEstimates = Locked<[Area: FreeSpaceEstimate]>([:])
 
     /// A state folder at `url`; nothing is opened until `open()`.
     init(url: URL) {
@@ -73,6 +75,23 @@ final class StateFolder: Sendable {
             guard fstatvfs(folder, &info) == 0 else { return nil }
             return Int64(info.f_bavail) * Int64(info.f_frsize)
         #endif
+    }
+
+    /// Whether an area's file system lacks room for `needed` more bytes. A measurement serves the claims that fit in it
+    /// for a second (`FreeSpaceEstimate`); a claim that does not fit is measured again, so the answer is never
+    /// stricter than a fresh `fstatvfs`. Every file of a list paid for one call before (issue #52).
+    /// - Parameters:
+    ///   - needed: the bytes still to come.
+    ///   - area: the area they go to.
+    /// - Returns: the bytes free when they are fewer than `needed`; `nil` when there is room or it cannot be told.
+    func freeBytesIfShort(of needed: Int64, in area: Area) -> Int64? {
+        let now = ContinuousClock.now
+        if freeSpaceEstimates.withLock({ $0[area]?.claim(needed, at: now) ?? false }) { return nil }
+        guard let free = freeSpace(in: area) else { return nil }
+        var estimate = FreeSpaceEstimate(measured: free, at: now)
+        let fits = estimate.claim(needed, at: now)
+        freeSpaceEstimates.withLock { $0[area] = estimate }
+        return fits ? nil : free
     }
 
     /// The URL of a name in an area (for messages and receipts only: the file is never opened by it).
@@ -286,6 +305,34 @@ final class StateFolder: Sendable {
         return linkat(folder, name, AT_FDCWD, target.filePath, 0) == 0 ? 0 : errno
     }
 
+    /// Moves a file of an area to `target` unless something is there: `renameat2(RENAME_NOREPLACE)`, one call where
+    /// `linkat` and `unlinkat` took two, and no moment with both names (issue #52).
+    /// - Returns: 0 or the `errno`; `nil` where the kernel, the C library or the file system cannot (the caller links
+    ///   instead).
+    func moveIfAbsent(_ name: String, in area: Area, to target: URL) -> Int32? {
+        #if os(Linux)
+            guard let renameat2 = Self.renameat2, let folder = try? descriptor(area) else { return nil }
+            if renameat2(folder, name, AT_FDCWD, target.filePath, 1 /* RENAME_NOREPLACE */) == 0 { return 0 }
+            let code = errno
+            return [EINVAL, ENOSYS, ENOTSUP, EOPNOTSUPP].contains(code) ? nil : code
+        #else
+            return nil
+        #endif
+    }
+
+    #if os(Linux)
+        /// glibc's `renameat2(2)` (2.28; a GNU extension Swift's Glibc module does not import), found at run time.
+        private static let renameat2:
+            (@convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32)? = dlsym(
+                nil, "renameat2"
+            ).map {
+                unsafeBitCast(
+                    $0,
+                    to: (@convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32)
+                        .self)
+            }
+    #endif
+
     /// Renames a file of an area to `target`, replacing what is there.
     /// - Returns: 0, or the `errno` of `renameat`.
     func move(_ name: String, in area: Area, to target: URL) -> Int32 {
@@ -412,5 +459,37 @@ final class DirectoryLock: Sendable {
         var open = stat()
         guard fstat(fd, &open) == 0, let named = folder.status(name, in: .state) else { return false }
         return open.st_ino == named.st_ino && open.st_dev == named.st_dev
+    }
+}
+
+/// A file system's free bytes as last measured, and the bytes claimed of them since: a claim that fits within a second
+/// of the measurement needs no new one. Claims only subtract, so an estimate never shows more room than it measured.
+struct FreeSpaceEstimate: Equatable, Sendable {
+    /// How long a measurement serves.
+    static let lifetime: Duration = .seconds(1)
+    /// The bytes free when measured.
+    let measured: Int64
+    /// When it was measured.
+    let measuredAt: ContinuousClock.Instant
+    /// The bytes claimed since.
+    private(set) var claimed: Int64 = 0
+
+    /// - Parameters:
+    ///   - measured: the bytes free.
+    ///   - instant: when they were measured.
+    init(measured: Int64, at instant: ContinuousClock.Instant) {
+        self.measured = measured
+        measuredAt = instant
+    }
+
+    /// Claims `needed` bytes if they fit in what is left of a measurement that still serves.
+    /// - Parameters:
+    ///   - needed: the bytes.
+    ///   - now: the time of the claim.
+    /// - Returns: whether they were claimed; `false` asks for a new measurement.
+    mutating func claim(_ needed: Int64, at now: ContinuousClock.Instant) -> Bool {
+        guard now - measuredAt < Self.lifetime, now >= measuredAt, needed <= measured - claimed else { return false }
+        claimed += needed
+        return true
     }
 }

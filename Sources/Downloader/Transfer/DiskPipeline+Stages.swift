@@ -196,8 +196,7 @@ extension DiskPipeline {
         checkedFreeSpace = true
         let present = offset + beyond.reduce(0) { $0 + Int64($1.count) }
         let needed = total - present
-        guard needed > 0, let free = files.folder.freeSpace(in: .partial) else { return }
-        guard free < needed else { return }
+        guard needed > 0, let free = files.folder.freeBytesIfShort(of: needed, in: .partial) else { return }
         fail(
             .fileSystem(
                 url,

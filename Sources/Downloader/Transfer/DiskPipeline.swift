@@ -451,7 +451,6 @@ final class DiskPipeline: @unchecked Sendable {
         beyond = []
         segmented = false
         offset = 0
-        files.removePartial()
         writer = FileWriter(descriptor: try files.openPartial(.create), fileName: files.partialName)
         isFreshlyEmptied = true
     }
