@@ -5,7 +5,14 @@
 // FLOOR_TUNED=1 configures the session as the library does: no cookie storage and accept policy `.never` (corelibs
 // then skips parsing each header line as a cookie), no URL cache (it skips looking each request up in it). The default
 // configuration pays for both (issue #52).
+// FLOOR_WRITES=DIR writes each body to DIR/NAME (the URL's last path component) as the least a downloader that keeps
+// files does: `open(O_CREAT|O_EXCL)` at the response, a `write` per chunk, `close` at the end — no temporary name,
+// hash, record or sync (curl -O's work; issue #52).
 import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -19,9 +26,13 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     let done = DispatchSemaphore(value: 0)
     var running = 0
     weak var session: URLSession?
+    /// FLOOR_WRITES's folder, with a slash; each running task's open file.
+    let folder: String?
+    var files: [Int: Int32] = [:]
 
-    init(urls: [URL]) {
+    init(urls: [URL], folder: String?) {
         pending = urls.makeIterator()
+        self.folder = folder.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
     }
 
     func startNext() {
@@ -35,9 +46,19 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         session.dataTask(with: request).resume()
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        guard let folder else { return }
+        var fd = files[dataTask.taskIdentifier] ?? -1
+        if fd < 0, let name = dataTask.originalRequest?.url?.lastPathComponent {
+            fd = open(folder + name, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+            files[dataTask.taskIdentifier] = fd
+        }
+        guard fd >= 0 else { return }
+        _ = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        if let fd = files.removeValue(forKey: task.taskIdentifier), fd >= 0 { close(fd) }
         running -= 1
         finished += 1
         if error != nil { failures += 1 }
@@ -53,7 +74,9 @@ else {
     exit(2)
 }
 let urls = text.split(separator: "\n").compactMap { URL(string: String($0)) }
-let runner = Runner(urls: urls)
+let writes = ProcessInfo.processInfo.environment["FLOOR_WRITES"]
+if let writes { try FileManager.default.createDirectory(atPath: writes, withIntermediateDirectories: true) }
+let runner = Runner(urls: urls, folder: writes)
 let queue = OperationQueue()
 queue.maxConcurrentOperationCount = 1
 let configuration = URLSessionConfiguration.ephemeral
