@@ -98,3 +98,16 @@ enum Blocking {
         return try result.get()
     }
 }
+
+extension Dictionary {
+    /// Changes the value for `key` in place, if there is one: a copy out and back (`var v = d[k]; …; d[k] = v`)
+    /// retains and releases each reference the value holds, twice.
+    /// - Parameters:
+    ///   - key: the key.
+    ///   - body: changes the value; what it returns is returned.
+    /// - Returns: what `body` returned, or `nil` when there is no value for `key`.
+    mutating func modifyValue<Result>(forKey key: Key, _ body: (inout Value) throws -> Result) rethrows -> Result? {
+        guard let index = index(forKey: key) else { return nil }
+        return try body(&values[index])
+    }
+}

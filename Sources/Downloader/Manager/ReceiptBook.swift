@@ -71,8 +71,7 @@ struct ReceiptBook<Key: Hashable> {
     /// - Returns: what `change` returned, or `nil` when there is no record of `key` (and `change` did not run).
     @discardableResult
     mutating func update<Result>(_ key: Key, _ change: (inout ReceiptRecord) -> Result) -> Result? {
-        guard let index = records.index(forKey: key) else { return nil }
-        return change(&records.values[index])
+        records.modifyValue(forKey: key, change)
     }
 
     /// The keys in request order.

@@ -219,13 +219,15 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         _ id: Int, with end: RequestEnd, keepingData: Bool
     ) -> (task: URLSessionDataTask?, answerNow: Bool) {
         state.withLock { state -> (URLSessionDataTask?, Bool) in
-            guard var entry = state.entries[id] else { return (nil, false) }
             // Never the sink here: this runs on the closing thread (a cancel, the watchdog), and the sink's state is
             // the delegate queue's (ErrorBodySink's `pending` was read here while that queue wrote it: a data race).
-            let cancelNow = entry.request.close(
-                with: end, now: DispatchTime.now().uptimeNanoseconds, keepingData: keepingData)
-            state.entries[id] = entry
-            return (cancelNow ? entry.task : nil, state.answersClosedAtOnce)
+            let closed = state.entries.modifyValue(forKey: id) { entry -> URLSessionDataTask? in
+                let cancelNow = entry.request.close(
+                    with: end, now: DispatchTime.now().uptimeNanoseconds, keepingData: keepingData)
+                return cancelNow ? entry.task : nil
+            }
+            guard let toCancel = closed else { return (nil, false) }  // no such request
+            return (toCancel, state.answersClosedAtOnce)
         }
     }
 
@@ -264,10 +266,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// The task has produced an event: a redirect before it has settled, so a deferred cancel is safe now.
     private func redirectSettled(_ id: Int) {
         let deferred = state.withLock { state -> URLSessionDataTask? in
-            guard var entry = state.entries[id] else { return nil }
-            let due = entry.request.taskProducedEvent()
-            state.entries[id] = entry
-            return due ? entry.task : nil
+            state.entries.modifyValue(forKey: id) { entry in entry.request.taskProducedEvent() ? entry.task : nil }
+                ?? nil
         }
         if let deferred { controlQueue.async { deferred.cancel() } }
     }
@@ -298,13 +298,13 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// with an end that drops what still arrives).
     private func openSink(_ id: Int, received: Int = 0, forData: Bool = false) -> (any TransferSink)? {
         state.withLock { state in
-            guard var entry = state.entries[id], forData ? entry.request.deliversData : entry.request.isOpen else {
-                return nil
-            }
-            entry.lastActivity = DispatchTime.now().uptimeNanoseconds
-            entry.speedIntervalBytes += received
-            state.entries[id] = entry
-            return entry.sink
+            // In place: a copy out and back retained and released each of the entry's references, for every chunk.
+            state.entries.modifyValue(forKey: id) { entry -> (any TransferSink)? in
+                guard forData ? entry.request.deliversData : entry.request.isOpen else { return nil }
+                entry.lastActivity = DispatchTime.now().uptimeNanoseconds
+                entry.speedIntervalBytes += received
+                return entry.sink
+            } ?? nil
         }
     }
 
