@@ -407,7 +407,7 @@ extension DownloadManager {
                 return JournalLine.put(entry)
             } ?? .remove(url)
         }
-        unsavedURLs.removeAll()
+        unsavedURLs.removeAll(keepingCapacity: unsavedURLs.count <= ReceiptJournal.keptBatchCapacity)
         journal?.append(lines)  // with the removals noted since the last save (`noteRemoval`), if any
     }
 

@@ -27,6 +27,8 @@ import Foundation
 final class ReceiptJournal: @unchecked Sendable {
     /// The journal's name in the state folder.
     static let name = "journal"
+    /// The most unsaved lines whose room is kept for the next batch once they are written.
+    static let keptBatchCapacity = 1024
     let folder: StateFolder
     /// The journal, for messages and events.
     let file: URL
@@ -256,8 +258,10 @@ final class ReceiptJournal: @unchecked Sendable {
             }
         }
         fileBytes = offset
-        unsaved.removeAll()
-        unsavedPosition.removeAll()
+        // Small batches keep their room: regrowing it cost each save a rehash (issue #52); a burst's is given back.
+        let keepsRoom = unsaved.count <= Self.keptBatchCapacity
+        unsaved.removeAll(keepingCapacity: keepsRoom)
+        unsavedPosition.removeAll(keepingCapacity: keepsRoom)
         report(nil)
         scheduleSync()
         compactIfLarge()
