@@ -13,8 +13,9 @@ import Foundation
 ///
 /// A name is claimed with `renameat2(RENAME_NOREPLACE)` on Linux, else `link(2)`: both fail if the name exists, so two
 /// transfers that choose the same name at the same moment cannot overwrite each other. After a link the partial name is
-/// unlinked; between the two a crash leaves both names on one inode, which recovery recognises. Before each claim, `willClaim` records where the file is
-/// going (the manager writes it to its journal), so a crash at any moment of the move is recognised at the next start.
+/// unlinked; between the two a crash leaves both names on one inode, which recovery recognises. Before each claim,
+/// `willClaim` records where the file is going (the manager writes it to its journal), so a crash at any moment of the
+/// move is recognised at the next start.
 /// A file already at the name with the same length and checksum is the same file (a rerun after the state was
 /// cleaned up): it is taken as the result instead of making a `name (1)` copy — unless another download of the
 /// manager claims it (`FileClaims`) or its extended attributes name another URL (a file another download delivered,
