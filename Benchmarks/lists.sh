@@ -2,8 +2,8 @@
 # Benchmarks/lists.sh "SIZES" RUNS — lists of many small files (issue #34): `dl -j 16 -i LIST` against
 # `aria2c -j 16 -i LIST` and the platform's floor (`urlsession-many LIST 16`: URLSession alone, bodies discarded, no
 # disk; `floor-tuned`: the same with FLOOR_TUNED=1, configured as the library configures its session; `floor-writes`:
-# floor-tuned writing each body to its own file with FLOOR_WRITES, the least a downloader that keeps files does), interleaved,
-# RUNS times per size, on loopback nginx serving one 1 KiB file under every path. Prints the
+# floor-tuned writing each body to its own file with FLOOR_WRITES, the least a downloader that keeps files does),
+# interleaved, RUNS times per size, on loopback nginx serving one 1 KiB file under every path. Prints the
 # medians of wall time, peak RSS and CPU (user + sys) per tool and size. DL_BASELINE=PATH adds another dl binary.
 # Each run writes its files into a new folder on a tmpfs (LISTS_ON_DISK=1: in /tmp), removed afterwards: on ext4,
 # creating thousands of files right after thousands were deleted costs more in the kernel's inode allocator

@@ -321,16 +321,10 @@ final class StateFolder: Sendable {
     }
 
     #if os(Linux)
+        private typealias Renameat2 =
+            @convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32
         /// glibc's `renameat2(2)` (2.28; a GNU extension Swift's Glibc module does not import), found at run time.
-        private static let renameat2:
-            (@convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32)? = dlsym(
-                nil, "renameat2"
-            ).map {
-                unsafeBitCast(
-                    $0,
-                    to: (@convention(c) (Int32, UnsafePointer<CChar>, Int32, UnsafePointer<CChar>, UInt32) -> Int32)
-                        .self)
-            }
+        private static let renameat2: Renameat2? = dlsym(nil, "renameat2").map { unsafeBitCast($0, to: Renameat2.self) }
     #endif
 
     /// Renames a file of an area to `target`, replacing what is there.
