@@ -147,10 +147,9 @@ extension DownloadManager {
     /// is delivered).
     final class Batch: Sendable {
         private struct State {
-            var available: Int
+            var slots: BatchSlots
             /// The driver, waiting for a slot.
             var taker: CheckedContinuation<Bool, Never>?
-            var isClosed = false
             var intakeEnded = false
             var inFlight: [Machine.WaiterID: URL] = [:]
         }
@@ -159,42 +158,39 @@ extension DownloadManager {
         private let outcomes: AsyncStream<DownloadOutcome>.Continuation
 
         init(limit: Int, outcomes: AsyncStream<DownloadOutcome>.Continuation) {
-            state = Locked(State(available: limit))
+            state = Locked(State(slots: BatchSlots(limit: limit)))
             self.outcomes = outcomes
         }
 
-        /// Spends a slot, waiting for one if none is free.
+        /// Spends a slot, waiting for one if none is free (`BatchSlots`: a waiting driver is woken once several are).
         /// - Returns: `false` once the batch is closed (its consumer left).
         func take() async -> Bool {
             // A free slot is taken without suspending (most of the time, while a long list is read).
-            if let answer = state.withLock({ Self.takeIfFree(&$0) }) { return answer }
+            switch state.withLock({ $0.slots.take(waits: false) }) {
+            case .taken: return true
+            case .closed: return false
+            case .mustWait: break
+            }
             return await withCheckedContinuation { continuation in
                 let answer: Bool? = state.withLock { state in
-                    let answer = Self.takeIfFree(&state)
-                    if answer == nil { state.taker = continuation }  // one taker: the batch's driver
-                    return answer
+                    switch state.slots.take(waits: true) {
+                    case .taken: return true
+                    case .closed: return false
+                    case .mustWait:
+                        state.taker = continuation  // one taker: the batch's driver
+                        return nil
+                    }
                 }
                 if let answer { continuation.resume(returning: answer) }
             }
         }
 
-        /// Takes a free slot: `true`; `false` when the batch is closed; `nil` when none is free.
-        private static func takeIfFree(_ state: inout State) -> Bool? {
-            if state.isClosed { return false }
-            guard state.available > 0 else { return nil }
-            state.available -= 1
-            return true
-        }
-
         /// Gives a slot back (the consumer took an outcome).
         func give() {
             let taker = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-                guard let taker = state.taker else {
-                    state.available += 1
-                    return nil
-                }
-                state.taker = nil
-                return taker
+                guard state.slots.give() else { return nil }
+                defer { state.taker = nil }
+                return state.taker
             }
             taker?.resume(returning: true)
         }
@@ -235,7 +231,7 @@ extension DownloadManager {
         /// - Returns: the waiters still in flight, to be given up.
         func close() -> [(id: Machine.WaiterID, url: URL)] {
             let (taker, abandoned) = state.withLock { state in
-                state.isClosed = true
+                _ = state.slots.close()
                 defer {
                     state.taker = nil
                     state.inFlight = [:]
