@@ -78,6 +78,9 @@ final class QueueOwned<Value>: @unchecked Sendable {
 /// never on one of the few cooperative threads that every task and the manager's actor share (two on two cores):
 /// transfers that hashed their partial files there after `kill -9` once held the manager's first answer for 1–2 s.
 enum Blocking {
+    /// The queues the bodies run on: one no other body uses, each time.
+    static let queues = QueuePool(label: "downloader.blocking", qos: .utility)
+
     /// Runs `body` on a Dispatch thread.
     /// - Parameter body: the work; it may block.
     /// - Returns: what `body` returned.
@@ -90,9 +93,13 @@ enum Blocking {
             // A queue of its own, not a global one: a global queue runs at most about one item per core at once (on
             // Linux, more only once its monitor sees threads blocked, a second or more later), so a few slow bodies
             // (a sync, a hash of a large partial file) held every other transfer's restore before its first request
-            // (the suite saw transfers with no request for 120 s). A new serial queue gets a thread of its own.
-            DispatchQueue(label: "downloader.blocking", qos: .utility).async {
-                continuation.resume(returning: Result { () throws(Failure) -> Value in try body() })
+            // (the suite saw transfers with no request for 120 s). A serial queue nobody else uses gets a thread of
+            // its own (`QueuePool`).
+            let queue = queues.take()
+            queue.async {
+                let result = Result { () throws(Failure) -> Value in try body() }
+                queues.give(queue)  // before the answer: the body is done, a later one runs right after this block
+                continuation.resume(returning: result)
             }
         }
         return try result.get()

@@ -55,7 +55,7 @@ final class DiskPipeline: @unchecked Sendable {
     private let disk: DispatchQueue
     let hasher: DispatchQueue
     /// Syncs the partial file and then saves the state that counts its bytes, in order (see `saveCheckpoint`).
-    let durable = DispatchQueue(label: "Downloader.DiskPipeline.durable")
+    let durable = DiskPipeline.durableQueues.take()
 
     let shared: Locked<Shared>
     /// Bytes the hasher had to read back from the file so far (any thread).
@@ -77,8 +77,8 @@ final class DiskPipeline: @unchecked Sendable {
         copiesChunks: Bool = false, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
         let shared = Locked(Shared())
-        let disk = DispatchQueue(label: "Downloader.DiskPipeline.disk")
-        let hasher = DispatchQueue(label: "Downloader.DiskPipeline.hash", qos: .background)
+        let disk = Self.diskQueues.take()
+        let hasher = Self.hashQueues.take()
         let handedOver: @Sendable () -> Bool = { shared.withLock { $0.handedOver } }
         self.shared = shared
         self.disk = disk
@@ -102,7 +102,16 @@ final class DiskPipeline: @unchecked Sendable {
         Self.live.withLock { $0 -= 1 }
         let reader = hashStage.valueAtTheEnd.reader
         if reader >= 0 { _ = closeDescriptor(reader) }
+        // Every block queued on them held the pipeline: none is left (`QueuePool`).
+        Self.diskQueues.give(disk)
+        Self.hashQueues.give(hasher)
+        Self.durableQueues.give(durable)
     }
+
+    /// The pipelines' queues, each one a pipeline's own until it ends.
+    static let diskQueues = QueuePool(label: "Downloader.DiskPipeline.disk")
+    static let hashQueues = QueuePool(label: "Downloader.DiskPipeline.hash", qos: .background)
+    static let durableQueues = QueuePool(label: "Downloader.DiskPipeline.durable")
 
     /// The first disk error, if any (any thread).
     var failure: DownloadError? { shared.withLock { $0.failure } }
