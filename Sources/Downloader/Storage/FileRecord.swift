@@ -42,6 +42,7 @@ struct FileRecord: Codable, Sendable, Equatable {
     /// reads it back (`FileRecordTests` checks both agree).
     func json() -> [UInt8] {
         var out = JSONText()
+        out.reserve(256)
         out.open()
         out.key("validators")
         out.open()
