@@ -23,7 +23,9 @@ struct QueuePoolTests {
     }
 
     /// Bodies that wait for each other finish only if each runs on a thread of its own: a queue handed to two bodies
-    /// at once would hold the second behind the first, which waits for it (the deadline then fails the test).
+    /// at once would hold the second behind the first, which waits for it (the deadline then fails the test). The
+    /// deadline is long: with the whole suite running beside two busy loops, the tasks that start the bodies once
+    /// waited 10 s for a cooperative thread.
     @Test("Blocking bodies running at once each get a queue (and a thread) of their own, also after reuse")
     func concurrentBodies() async {
         for round in 0..<3 {
@@ -35,7 +37,7 @@ struct QueuePoolTests {
                     group.addTask {
                         await Blocking.run { () -> Bool in
                             started.signal()
-                            return release.wait(timeout: .now() + 20) == .success
+                            return release.wait(timeout: .now() + 90) == .success
                         }
                     }
                 }
@@ -43,7 +45,7 @@ struct QueuePoolTests {
                 // threads, by one more body.
                 let allStarted = await Blocking.run { () -> Bool in
                     var all = true
-                    let deadline = DispatchTime.now() + 10
+                    let deadline = DispatchTime.now() + 60
                     for _ in 0..<count where started.wait(timeout: deadline) != .success { all = false }
                     for _ in 0..<count { release.signal() }
                     return all
