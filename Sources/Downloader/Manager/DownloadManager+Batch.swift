@@ -29,7 +29,8 @@ extension DownloadManager {
     /// - Parameters:
     ///   - requests: the requests, in the order they should start; read lazily (a pipe, a file read line by line).
     ///   - maximumInFlight: how many requests may be read and not yet delivered; by default 1,000 (a list shorter
-    ///     than that is queued whole, as by `enqueue`), at least 1.
+    ///     than that is queued whole, as by `enqueue`), at least 1. Once that many are, reading goes on when an eighth
+    ///     of them (at most 64) are delivered, not after each one.
     /// - Returns: the outcomes, one per request, ending after the last request's outcome.
     @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
     public nonisolated func download(
