@@ -43,6 +43,24 @@ final class DownloadManagerEventsTests: Sendable {
         await manager.shutdown()
     }
 
+    @Test("events(of:) has exactly the events of those kinds that events() has, in the same order")
+    func eventsOfSomeKinds() async throws {
+        let manager = try makeManager()
+        let all = await manager.events()
+        let some = await manager.events(of: [.stateChanged, .removed])
+        let none = await manager.events(of: [])
+        let collectors = [all, some, none].map { stream in Task { await Self.collect(stream) } }
+        let slow = server.url("/bytes/slow?size=400000&rate=1000000")  // progress events too
+        _ = try await manager.download(slow)
+        _ = try await manager.download(server.url("/bytes/small?size=1000"))
+        await manager.forget(slow)
+        await manager.shutdown()  // ends the streams
+        let (every, chosen, nothing) = (await collectors[0].value, await collectors[1].value, await collectors[2].value)
+        #expect(every.contains { $0.kind == .progress } && every.contains { $0.kind == .removed }, "\(every)")
+        #expect(chosen == every.filter { $0.kind == .stateChanged || $0.kind == .removed }, "\(chosen)")
+        #expect(nothing.isEmpty)
+    }
+
     @Test("events(for:) of a completed or failed URL yields that state and ends; removal and shutdown end it too")
     func endings() async throws {
         let manager = try makeManager()

@@ -8,6 +8,13 @@ extension DownloadManager {
         let continuation: AsyncStream<DownloadEvent>.Continuation
         /// The URL it follows (`nil`: every download).
         let url: URL?
+        /// The kinds it takes (`nil`: all).
+        var kinds: Set<DownloadEvent.Kind>? = nil
+
+        /// Whether it takes an event of this kind.
+        func takes(_ kind: DownloadEvent.Kind) -> Bool {
+            kinds?.contains(kind) ?? true
+        }
     }
 
     /// Every state change, throttled progress and retry of every download, from the moment of the call: subscribe
@@ -19,6 +26,15 @@ extension DownloadManager {
     /// - Returns: a stream for one consumer; call again for another.
     public func events() -> AsyncStream<DownloadEvent> {
         subscribe(to: nil)
+    }
+
+    /// Every download's events of some kinds only, as `events()` has them: the others are never queued for this
+    /// stream, nor is its consumer woken for them. A consumer that shows only warnings (`dl -q`) no longer pays for the
+    /// state changes and progress of every file (issue #52).
+    /// - Parameter kinds: the kinds wanted, e.g. `[.warning, .receiptsSaveFailed]`.
+    /// - Returns: a stream for one consumer; call again for another.
+    public func events(of kinds: Set<DownloadEvent.Kind>) -> AsyncStream<DownloadEvent> {
+        subscribe(to: nil, kinds: kinds)
     }
 
     /// One download's events — state changes, progress, retries, warnings — from the moment of the call.
@@ -33,7 +49,7 @@ extension DownloadManager {
         subscribe(to: url.withoutCredentials)
     }
 
-    private func subscribe(to url: URL?) -> AsyncStream<DownloadEvent> {
+    private func subscribe(to url: URL?, kinds: Set<DownloadEvent.Kind>? = nil) -> AsyncStream<DownloadEvent> {
         let id = UUID()
         let (stream, continuation) = AsyncStream.makeStream(
             of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(10_000))
@@ -46,7 +62,7 @@ extension DownloadManager {
             continuation.finish()
             return stream
         }
-        eventSubscribers[id] = EventSubscriber(continuation: continuation, url: url)
+        eventSubscribers[id] = EventSubscriber(continuation: continuation, url: url, kinds: kinds)
         continuation.onTermination = { _ in Task { await self.unsubscribe(id) } }
         return stream
     }
@@ -70,8 +86,9 @@ extension DownloadManager {
         case .progress, .retrying, .warning: ends = false
         case .receiptsSaveFailed, .receiptsSaved: return broadcast(event)
         }
+        let kind = event.kind
         for (id, subscriber) in eventSubscribers where subscriber.url == nil || subscriber.url == url {
-            subscriber.continuation.yield(event)
+            if subscriber.takes(kind) { subscriber.continuation.yield(event) }
             if ends && subscriber.url != nil {
                 eventSubscribers[id] = nil
                 subscriber.continuation.finish()
@@ -89,7 +106,8 @@ extension DownloadManager {
 
     /// Tells the subscribers of every download (an event about the manager, not one download).
     private func broadcast(_ event: DownloadEvent) {
-        for subscriber in eventSubscribers.values where subscriber.url == nil {
+        let kind = event.kind
+        for subscriber in eventSubscribers.values where subscriber.url == nil && subscriber.takes(kind) {
             subscriber.continuation.yield(event)
         }
     }

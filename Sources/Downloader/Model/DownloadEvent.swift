@@ -41,6 +41,26 @@ public enum DownloadEvent: Sendable, Hashable {
     }
 }
 
+extension DownloadEvent {
+    /// What an event is, without what it carries: for a stream of some kinds only (`DownloadManager.events(of:)`).
+    public enum Kind: Sendable, Hashable, CaseIterable {
+        case stateChanged, progress, removed, retrying, receiptsSaveFailed, receiptsSaved, warning
+    }
+
+    /// The event's kind.
+    public var kind: Kind {
+        switch self {
+        case .stateChanged: return .stateChanged
+        case .progress: return .progress
+        case .removed: return .removed
+        case .retrying: return .retrying
+        case .receiptsSaveFailed: return .receiptsSaveFailed
+        case .receiptsSaved: return .receiptsSaved
+        case .warning: return .warning
+        }
+    }
+}
+
 extension DownloadEvent: CustomStringConvertible {
     /// The event with URLs' credentials hidden: safe to log.
     public var description: String {
