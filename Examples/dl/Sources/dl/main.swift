@@ -184,7 +184,11 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     signals.install()
     renderer.redrawOnResize()
 
-    let stream = await manager.events()  // subscribe before anything is queued, so no state change is missed
+    // Subscribed before anything is queued, so no state change is missed. Quiet, only what it shows: warnings and a
+    // failed save (each state change and progress report of every file cost a list a few percent of its CPU).
+    let stream =
+        arguments.quiet
+        ? await manager.events(of: [.warning, .receiptsSaveFailed]) : await manager.events()
     let events = Task {
         for await event in stream { renderer.handle(event) }
     }

@@ -172,17 +172,26 @@ final class DLFlagTests: Sendable, DLFileChecks {
         #expect(outcome.stderr.contains("input file line"), "\(outcome.stderr)")
     }
 
-    @Test("-i takes aria2's tab-separated URIs for one file: when the URL fails, its mirror serves the file")
-    func inputFileMirrors() async throws {
+    /// Quiet too: the switch is a warning, which `-q` still shows (it subscribes to warnings only).
+    @Test(
+        "-i takes aria2's tab-separated URIs for one file: when the URL fails, its mirror serves the file",
+        arguments: [false, true])
+    func inputFileMirrors(quiet: Bool) async throws {
         let mirrorServer = try HTTPTestServer()
         defer { mirrorServer.stop() }
         // Nothing listens on port 1 of the loopback: the URL's connection is refused.
         let text = "http://127.0.0.1:1/data.bin\t\(mirrorServer.url("/bytes/dlm?size=50000"))\n"
         try text.write(to: work.appendingPathComponent("list.txt"), atomically: true, encoding: .utf8)
-        let outcome = try await DLProcess.run(["--dir", dir.path, "-i", "list.txt"], in: work)
+        let folder = dir.appendingPathComponent(quiet ? "quiet" : "plain")
+        let outcome = try await DLProcess.run(
+            (quiet ? ["-q"] : []) + ["--dir", folder.path, "-i", "list.txt"], in: work)
         #expect(outcome.status == 0, "\(outcome.stderr)")
-        let file = dir.appendingPathComponent("data.bin")
+        let file = folder.appendingPathComponent("data.bin")
         #expect(MD5.hash(data: try Data(contentsOf: file)) == TestContent(name: "dlm", size: 50000).md5)
         #expect(outcome.stderr.contains("mirror"), "the switch is reported: \(outcome.stderr)")
+        if quiet {
+            let lines = outcome.stderr.split(separator: "\n")
+            #expect(lines.allSatisfy { $0.hasPrefix("dl: warning: ") }, "quiet: warnings only: \(outcome.stderr)")
+        }
     }
 }
