@@ -46,6 +46,29 @@ struct URLRequestHeaderFieldsTests {
         }
     }
 
+    @Test("setPackageFields leaves the same fields as setValue for each in order, over seeded mixes")
+    func severalSameAsSetValue() {
+        let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_HEADER_SEEDS"] ?? "") ?? 300
+        for seed in 1...seeds {
+            var random = SeededGenerator(seed: seed)
+            var fast = URLRequest(url: URL(string: "http://127.0.0.1:1/file")!)
+            for _ in 0..<Int(random.next() % 4) {
+                fast.setValue(
+                    Self.values.randomElement(using: &random)!,
+                    forHTTPHeaderField: Self.otherNames.randomElement(using: &random)!)
+            }
+            var reference = fast
+            let fields = (0..<Int(random.next() % 5)).map { _ in
+                (name: Self.names.randomElement(using: &random)!, value: Self.values.randomElement(using: &random)!)
+            }
+            fast.setPackageFields(fields)
+            for (name, value) in fields { reference.setValue(value, forHTTPHeaderField: name) }
+            #expect(
+                fast.allHTTPHeaderFields == reference.allHTTPHeaderFields,
+                "seed \(seed) (DOWNLOADER_HEADER_SEEDS replays 1...N): \(fields)")
+        }
+    }
+
     @Test("Field names compare equal ignoring the case of ASCII letters only")
     func caseInsensitiveNames() {
         #expect(URLRequest.equalIgnoringASCIICase("If-Range", "if-range"))

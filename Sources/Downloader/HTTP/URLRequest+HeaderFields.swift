@@ -17,20 +17,34 @@ extension URLRequest {
     ///   - value: the value.
     ///   - name: the field's name, each word capitalized (`If-Range`, not `if-range`).
     mutating func setPackageField(_ value: String, for name: String) {
+        setPackageFields([(name, value)])
+    }
+
+    /// Sets several fields the package sends, as `setPackageField` sets each, in order: with one copy of the fields
+    /// out of the request and back, which cost corelibs about 8,000 instructions a time (issue #52).
+    /// - Parameter fields: the names (each word capitalized) and values.
+    mutating func setPackageFields(_ fields: [(name: String, value: String)]) {
         #if canImport(FoundationNetworking)
-            guard Self.isPlain(value) else {
-                setValue(value, forHTTPHeaderField: name)
-                return
+            var all = allHTTPHeaderFields ?? [:]
+            var changed = false
+            for (name, value) in fields {
+                guard Self.isPlain(value) else {
+                    if changed { allHTTPHeaderFields = all }
+                    setValue(value, forHTTPHeaderField: name)
+                    all = allHTTPHeaderFields ?? [:]
+                    changed = false
+                    continue
+                }
+                assert(name.capitalized == name, "\(name) is not in the form corelibs stores")
+                if all[name] == nil, let other = all.keys.first(where: { Self.equalIgnoringASCIICase($0, name) }) {
+                    all[other] = nil
+                }
+                all[name] = value
+                changed = true
             }
-            assert(name.capitalized == name, "\(name) is not in the form corelibs stores")
-            var fields = allHTTPHeaderFields ?? [:]
-            if fields[name] == nil, let other = fields.keys.first(where: { Self.equalIgnoringASCIICase($0, name) }) {
-                fields[other] = nil
-            }
-            fields[name] = value
-            allHTTPHeaderFields = fields
+            if changed { allHTTPHeaderFields = all }
         #else
-            setValue(value, forHTTPHeaderField: name)
+            for (name, value) in fields { setValue(value, forHTTPHeaderField: name) }
         #endif
     }
 

@@ -308,9 +308,15 @@ extension Transfer {
         "\(error.localizedDescription); going on from mirror \(mirror.redactedAbsoluteString)"
     }
 
-    /// A GET for the URL with the user's headers and `Accept-Encoding: identity` (a compressed body would break
-    /// byte offsets).
-    func makeRequest(to target: URL? = nil) -> URLRequest {
+    /// A GET for the URL with the user's headers, `Accept-Encoding: identity` (a compressed body would break byte
+    /// offsets), the manager's `User-Agent` unless those headers name one (`SessionBridge.prepare` adds it to any other
+    /// request), and a range when given: the package's fields in one go (`setPackageFields`).
+    /// - Parameters:
+    ///   - target: where it goes (a mirror, a redirect's target); the download's URL by default.
+    ///   - range: the `Range` field's value, if any.
+    ///   - ifRange: the `If-Range` field's value, if any.
+    /// - Returns: the request.
+    func makeRequest(to target: URL? = nil, range: String? = nil, ifRange: String? = nil) -> URLRequest {
         var request = URLRequest(url: target ?? url)
         request.cachePolicy = .reloadIgnoringLocalCacheData
         // Credentials stay with their origin, as on a redirect (`RedirectChain.originBoundHeaders`).
@@ -321,7 +327,15 @@ extension Transfer {
         {
             request.setValue(value, forHTTPHeaderField: name)
         }
-        request.setPackageField("identity", for: "Accept-Encoding")
+        var fields: [(name: String, value: String)] = [("Accept-Encoding", "identity")]
+        if let userAgent = bridge.configuration.userAgent,
+            !options.headers.keys.contains(where: { URLRequest.equalIgnoringASCIICase($0, "User-Agent") })
+        {
+            fields.append(("User-Agent", userAgent))
+        }
+        if let range { fields.append(("Range", range)) }
+        if let ifRange { fields.append(("If-Range", ifRange)) }
+        request.setPackageFields(fields)
         #if !canImport(FoundationNetworking)
             Self.moveUserInfoToAuthorization(&request)
         #endif
@@ -354,12 +368,12 @@ extension Transfer {
     func send(
         _ window: StateMachine.Window, pipeline: DiskPipeline, machine: inout StateMachine
     ) async throws(DownloadError) -> (StateMachine.Action, DiskFence?) {
-        var request = makeRequest(to: window.target)
+        let request = makeRequest(
+            to: window.target, range: window.end.map { "bytes=\(window.requestStart)-\($0)" },
+            ifRange: window.end == nil ? nil : window.ifRange)
         let overlap =
             window.overlap > 0 ? try await lastBytes(pipeline, machine.position, count: window.overlap) : Data()
         if let end = window.end {
-            request.setPackageField("bytes=\(window.requestStart)-\(end)", for: "Range")
-            if let ifRange = window.ifRange { request.setPackageField(ifRange, for: "If-Range") }
             // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
             for limiter in limiters {
                 do {
@@ -559,9 +573,8 @@ extension Transfer {
             }
         }
         if Task.isCancelled { return .ended(connection: connection, end: .cancelled, received: 0, halfway: nil) }
-        var request = makeRequest(to: target)
-        request.setPackageField("bytes=\(range.lowerBound)-\(range.upperBound - 1)", for: "Range")
-        if let ifRange { request.setPackageField(ifRange, for: "If-Range") }
+        let request = makeRequest(
+            to: target, range: "bytes=\(range.lowerBound)-\(range.upperBound - 1)", ifRange: ifRange)
         let sink = SegmentSink(pipeline: pipeline, range: range, known: known, windowSize: configuration.windowSize)
         let end = await perform(request, sink: sink)
         return .ended(connection: connection, end: end, received: sink.received, halfway: sink.halfway)
