@@ -3,8 +3,8 @@
 ///
 /// A driver that waits for a slot is woken once `wakeAt` slots are free, not at each one. It then reads that many
 /// requests in a row, so a long list wakes it once every `wakeAt` outcomes instead of once per outcome (issue #52).
-/// The waiting requests never run short: `wakeAt` is at most an eighth of the limit, so the manager still holds the
-/// other seven eighths.
+/// The manager's queue does not run short meanwhile: `wakeAt` is at most an eighth of the limit, so while the driver
+/// waits, more than seven eighths of the limit are read and not yet delivered.
 struct BatchSlots: Sendable {
     /// What a driver's take found.
     enum Take: Equatable, Sendable {
