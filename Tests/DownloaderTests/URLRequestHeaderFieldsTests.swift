@@ -14,11 +14,12 @@ struct URLRequestHeaderFieldsTests {
     static let names = ["Accept-Encoding", "Range", "If-Range", "User-Agent"]
     static let otherNames = ["accept-encoding", "RANGE", "if-range", "user-agent", "X-Api-Key", "x-api-key", "Cookie"]
     static let values = ["identity", "bytes=0-1023", "\"etag\"", "dl/1.0 (Linux)", "a\r\nInjected: 1", "é", "", " x "]
+    /// How many seeded mixes each test runs (`DOWNLOADER_HEADER_SEEDS` replays 1...N).
+    static let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_HEADER_SEEDS"] ?? "") ?? 300
 
     @Test("setPackageField leaves the same fields as setValue, over seeded mixes of callers' fields and the package's")
     func sameAsSetValue() {
-        let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_HEADER_SEEDS"] ?? "") ?? 300
-        for seed in 1...seeds {
+        for seed in 1...Self.seeds {
             var random = SeededGenerator(seed: seed)
             var fast = URLRequest(url: URL(string: "http://127.0.0.1:1/file")!)
             if random.next() % 2 == 0 {
@@ -48,8 +49,7 @@ struct URLRequestHeaderFieldsTests {
 
     @Test("setPackageFields leaves the same fields as setValue for each in order, over seeded mixes")
     func severalSameAsSetValue() {
-        let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_HEADER_SEEDS"] ?? "") ?? 300
-        for seed in 1...seeds {
+        for seed in 1...Self.seeds {
             var random = SeededGenerator(seed: seed)
             var fast = URLRequest(url: URL(string: "http://127.0.0.1:1/file")!)
             for _ in 0..<Int(random.next() % 4) {
