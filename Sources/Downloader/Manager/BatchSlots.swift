@@ -57,11 +57,10 @@ struct BatchSlots: Sendable {
         return true
     }
 
-    /// The consumer left: no slot is given out any more.
-    /// - Returns: whether a driver was waiting (it is woken, and told the batch is closed).
-    mutating func close() -> Bool {
+    /// The consumer left: no slot is given out any more, and a waiting driver no longer waits (`Batch` wakes it, and
+    /// tells it the batch is closed).
+    mutating func close() {
         isClosed = true
-        defer { driverWaits = false }
-        return driverWaits
+        driverWaits = false
     }
 }

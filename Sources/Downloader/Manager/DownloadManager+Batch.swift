@@ -232,7 +232,7 @@ extension DownloadManager {
         /// - Returns: the waiters still in flight, to be given up.
         func close() -> [(id: Machine.WaiterID, url: URL)] {
             let (taker, abandoned) = state.withLock { state in
-                _ = state.slots.close()
+                state.slots.close()
                 defer {
                     state.taker = nil
                     state.inFlight = [:]
