@@ -102,7 +102,7 @@ final class DiskPipeline: @unchecked Sendable {
         Self.live.withLock { $0 -= 1 }
         let reader = hashStage.valueAtTheEnd.reader
         if reader >= 0 { _ = closeDescriptor(reader) }
-        // Every block queued on them held the pipeline: none is left (`QueuePool`).
+        // Every block queued on them held the pipeline or was awaited by it: none is left (`QueuePool`).
         Self.diskQueues.give(disk)
         Self.hashQueues.give(hasher)
         Self.durableQueues.give(durable)
