@@ -12,11 +12,12 @@ struct DiskPipelineTests {
 
     func makeJob(
         in directory: TemporaryDirectory, expectation: Checksum? = nil, hashBacklogLimit: Int64 = 8 << 20,
-        copiesChunks: Bool = false, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+        copiesChunks: Bool = false, writeBehindChunk: Int64 = WriteBehind.defaultChunk,
+        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) -> DiskPipeline {
         DiskPipeline(
             url: url, files: files(in: directory), expectation: expectation, hashBacklogLimit: hashBacklogLimit,
-            copiesChunks: copiesChunks, progress: progress)
+            copiesChunks: copiesChunks, writeBehindChunk: writeBehindChunk, progress: progress)
     }
 
     func files(in directory: TemporaryDirectory) -> PartialFiles {
@@ -190,6 +191,41 @@ struct DiskPipelineTests {
         second.closeFile()
     }
 
+    @Test("A stop drops the bytes that wait to be written, then and later; the file and its state stay consistent")
+    func discardUnwritten() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let pipeline = makeJob(in: directory)
+        let first = Data((0..<5_000).map { UInt8(truncatingIfNeeded: $0) })
+        pipeline.send(.write(first), wake: .now)
+        #expect(await pipeline.drained() == nil)
+        // Not woken: these wait in memory until the next fence, and the stop comes first.
+        pipeline.send(.write(Data(repeating: 7, count: 3_000)), wake: .withNextFence)
+        pipeline.discardUnwritten()
+        #expect(pipeline.discardsWrites && pipeline.unwrittenBytes == 0)
+        pipeline.send(.write(Data(repeating: 8, count: 1_000)), wake: .now)
+        #expect(await pipeline.drained() == nil)
+        #expect(pipeline.offset == 5_000 && pipeline.hashedOffset == 5_000 && pipeline.unwrittenBytes == 0)
+        try pipeline.checkpoint(metadata(total: 9_000), segments: nil)
+        pipeline.closeFile()
+        #expect(contents(pipeline) == Array(first))
+        #expect(saved(pipeline)?.hashedLength == 5_000)
+        expectConsistentState(pipeline, file: contents(pipeline))
+    }
+
+    @Test("A stop drops segments that wait to be written; those written stay listed")
+    func discardUnwrittenSegments() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let pipeline = makeJob(in: directory)
+        pipeline.send(.writeAt(Data(repeating: 1, count: 2_000), offset: 4_000))
+        #expect(await pipeline.drained() == nil)
+        pipeline.send(.writeAt(Data(repeating: 2, count: 2_000), offset: 8_000), wake: .withNextFence)
+        pipeline.discardUnwritten()
+        #expect(await pipeline.drained() == nil)
+        #expect(pipeline.segmentsToSave == [4_000..<6_000] && pipeline.unwrittenBytes == 0)
+    }
+
     @Test("A write error fails later sends; fences still open and nothing is written after it")
     func writeError() async throws {
         let directory = try TemporaryDirectory()
@@ -217,9 +253,11 @@ struct DiskPipelineTests {
             // A small backlog now and then: written bytes then reach the hasher as counts it reads back from the file.
             // Chunks copied into blocks (a memory budget) for odd seeds; for even ones, only while another pipeline
             // of the process runs.
+            // Write-behind in chunks of a few KiB (a `describe` that paces turns it on): long batches are written a
+            // chunk at a time, each handed to the drive.
             let pipeline = makeJob(
                 in: directory, hashBacklogLimit: seed % 3 == 0 ? 8 << 20 : Int64(seed % 7 + 1) * 9_000,
-                copiesChunks: seed % 2 == 1)
+                copiesChunks: seed % 2 == 1, writeBehindChunk: Int64(seed % 5 + 1) * 3_000)
             // Durability: every state counts only bytes that were synced before it was saved (issue #22).
             let undurable = Locked<[String]>([])
             pipeline.willSave = { hashed, synced in
@@ -242,7 +280,8 @@ struct DiskPipelineTests {
                     pipeline.send(.checkpoint(metadata(total: Int64(model.count))))
                 case 8:
                     let every = Int64.random(in: 1...50_000, using: &random)
-                    pipeline.send(.describe(metadata(total: nil), checkpointEvery: every))
+                    let paced = Bool.random(using: &random)
+                    pipeline.send(.describe(metadata(total: nil), checkpointEvery: every, paced: paced))
                 default:
                     let failure = await pipeline.drained()
                     #expect(failure == nil, "\(String(describing: failure))")

@@ -61,6 +61,31 @@ func syncFully(_ fd: Int32) -> Int32 {
     #endif
 }
 
+/// Hands a file's dirty pages to the drive without waiting for them (`sync_file_range(SYNC_FILE_RANGE_WRITE)` over the
+/// whole file; Linux only, elsewhere nothing): see `WriteBehind`.
+func startWriteback(_ fd: Int32) {
+    #if os(Linux)
+        _ = SyncFileRange.call?(fd, 0, 0, 2 /* SYNC_FILE_RANGE_WRITE */)
+    #endif
+}
+
+/// Waits until the pages of a file that are being written to the drive are written
+/// (`sync_file_range(SYNC_FILE_RANGE_WAIT_BEFORE)` over the whole file; Linux only, elsewhere nothing): see
+/// `WriteBehind`.
+func waitForWriteback(_ fd: Int32) {
+    #if os(Linux)
+        _ = SyncFileRange.call?(fd, 0, 0, 1 /* SYNC_FILE_RANGE_WAIT_BEFORE */)
+    #endif
+}
+
+#if os(Linux)
+    /// glibc's `sync_file_range(2)` (a GNU extension Swift's Glibc module does not import), found at run time.
+    private enum SyncFileRange {
+        typealias Call = @convention(c) (Int32, Int64, Int64, UInt32) -> Int32
+        static let call: Call? = dlsym(nil, "sync_file_range").map { unsafeBitCast($0, to: Call.self) }
+    }
+#endif
+
 extension POSIXError {
     /// The error `errno` names now.
     static var current: POSIXError { POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }

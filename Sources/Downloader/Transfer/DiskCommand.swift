@@ -11,8 +11,10 @@ enum DiskCommand: Sendable {
     /// chosen for the new file (the caller's expectation, else the strongest of `announced`, else MD5).
     case startOver(announced: [Checksum])
     /// What later checkpoints save (and the total that progress reports); with `checkpointEvery`, a checkpoint is
-    /// saved each time that many more bytes are hashed (a whole body streamed in one request).
-    case describe(ResourceMetadata, checkpointEvery: Int64?)
+    /// saved each time that many more bytes are hashed (a whole body streamed in one request). `paced`: the network
+    /// side waits for the disk (a window, or a body that can be resumed), so the writer keeps the drive's pace
+    /// (`WriteBehind`).
+    case describe(ResourceMetadata, checkpointEvery: Int64?, paced: Bool)
     /// Save the state with this metadata once everything before is written and hashed (also `describe`s it).
     case checkpoint(ResourceMetadata)
     /// Open the fence once everything before is written and hashed.

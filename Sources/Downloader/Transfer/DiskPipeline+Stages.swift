@@ -40,6 +40,8 @@ extension DiskPipeline {
         /// The partial file is the new empty one `emptyFile()` made, nothing written to it since: starting over again
         /// (the first response of a fresh download does) need not make another (issue #52: five system calls a file).
         var isFreshlyEmptied = false
+        /// When the file's new bytes are handed to the drive (`handOver(written:)`).
+        var writeBehind = WriteBehind()
     }
 
     /// The hash queue's state (or the transfer's, when the pipeline is handed over).
@@ -81,6 +83,10 @@ extension DiskPipeline {
     var isFreshlyEmptied: Bool {
         _read { yield diskStage.value.isFreshlyEmptied }
         _modify { yield &diskStage.value.isFreshlyEmptied }
+    }
+    var writeBehind: WriteBehind {
+        _read { yield diskStage.value.writeBehind }
+        _modify { yield &diskStage.value.writeBehind }
     }
     var segmentBytesSinceCheckpoint: Int64 {
         _read { yield diskStage.value.segmentBytesSinceCheckpoint }
@@ -261,6 +267,8 @@ extension DiskPipeline {
             return
         }
         segmented = true
+        writeBehind.isOn = true  // segments are ranged: the network side waits for the disk
+        handOver(written: Int64(data.count))
         receivedThisRun += Int64(data.count)
         insert(range)
         segmentBytesSinceCheckpoint += Int64(data.count)

@@ -74,7 +74,8 @@ final class DiskPipeline: @unchecked Sendable {
     init(
         url: URL, files: PartialFiles, expectation: Checksum? = nil, hashesByDefault: Bool = true,
         hashBacklogLimit: Int64 = 1 << 20, checksFreeSpace: Bool = true, allocation: FileAllocation = .none,
-        copiesChunks: Bool = false, progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+        copiesChunks: Bool = false, writeBehindChunk: Int64 = WriteBehind.defaultChunk,
+        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
     ) {
         let shared = Locked(Shared())
         let disk = Self.diskQueues.take()
@@ -84,7 +85,8 @@ final class DiskPipeline: @unchecked Sendable {
         self.disk = disk
         self.hasher = hasher
         diskStage = QueueOwned(
-            DiskStage(checkedFreeSpace: !checksFreeSpace), ownedBy: disk, isHandedOver: handedOver)
+            DiskStage(checkedFreeSpace: !checksFreeSpace, writeBehind: WriteBehind(chunk: writeBehindChunk)),
+            ownedBy: disk, isHandedOver: handedOver)
         let hash = expectation.map { StreamingHash($0.algorithm) } ?? (hashesByDefault ? StreamingHash(.md5) : nil)
         hashStage = QueueOwned(HashStage(hash: hash), ownedBy: hasher, isHandedOver: handedOver)
         self.allocation = allocation
@@ -190,6 +192,41 @@ final class DiskPipeline: @unchecked Sendable {
         if go { drainInbox() }
     }
 
+    /// Drops the bytes that wait to be written, now and from now on: a stop keeps what is in the file, and what only
+    /// reached memory is fetched again by the next run. The sync before the stop's saved state then writes at most
+    /// `WriteBehind`'s two chunks, not the window a slow drive left in memory — that sync cannot be interrupted, and
+    /// a signal's stop waits for it (issue #48).
+    func discardUnwritten() {
+        shared.withLock { shared in
+            shared.discardsWrites = true
+            var dropped: Int64 = 0
+            shared.commands.removeAll { command in
+                switch command {
+                case .write(let data), .writeAt(let data, _):
+                    dropped += Int64(data.count)
+                    return true
+                case .startOver, .describe, .checkpoint, .fence:
+                    return false
+                }
+            }
+            shared.unwritten -= dropped
+            shared.changeBuffered(by: -dropped)
+        }
+    }
+
+    /// Whether bytes that wait to be written are dropped (`discardUnwritten`; any thread).
+    var discardsWrites: Bool { shared.withLock { $0.discardsWrites } }
+
+    /// Whether written bytes are dropped (`discardUnwritten`), for bytes the disk queue took before the stop.
+    private func dropsWrites(_ count: Int64) -> Bool {
+        shared.withLock { shared in
+            guard shared.discardsWrites else { return false }
+            shared.unwritten -= count
+            shared.changeBuffered(by: -count)
+            return true
+        }
+    }
+
     /// Returns a fence that opens when both stages have done every command sent until now: open already when both are
     /// idle with nothing waiting (a transfer that waited for the disk and then waits again wakes no thread; issue #52).
     func fence() -> DiskFence {
@@ -251,16 +288,27 @@ final class DiskPipeline: @unchecked Sendable {
             guard let commands else { return }
             var batch: [HashPiece] = []
             var writes: [Data] = []
+            var writeBytes: Int64 = 0
             for command in commands {
                 if case .write(let data) = command {
                     writes.append(data)
+                    writeBytes += Int64(data.count)
+                    // A long batch is written a chunk at a time, each handed to the drive (`WriteBehind`); a stop
+                    // that comes meanwhile drops the rest (`discardUnwritten`).
+                    if writeBehind.isOn && writeBytes >= writeBehind.chunk {
+                        append(&writes, to: &batch)
+                        hashLater(&batch)
+                        writeBytes = 0
+                    }
                     continue
                 }
+                writeBytes = 0
                 append(&writes, to: &batch)
                 hashLater(&batch)
                 switch command {
                 case .write: break
                 case .writeAt(let data, let at):
+                    guard !dropsWrites(Int64(data.count)) else { continue }
                     write(data, at: at)
                     shared.withLock {
                         $0.unwritten -= Int64(data.count)
@@ -274,7 +322,8 @@ final class DiskPipeline: @unchecked Sendable {
                     } catch {
                         fail(error)
                     }
-                case .describe(let metadata, let every):
+                case .describe(let metadata, let every, let paced):
+                    writeBehind.isOn = paced
                     checkFreeSpace(total: metadata.totalLength)
                     reserveSpace(total: metadata.totalLength)
                     total = metadata.totalLength
@@ -309,6 +358,7 @@ final class DiskPipeline: @unchecked Sendable {
         guard !writes.isEmpty else { return }
         defer { writes.removeAll(keepingCapacity: true) }
         let count = writes.reduce(Int64(0)) { $0 + Int64($1.count) }
+        guard !dropsWrites(count) else { return writesProgressed.broadcast() }
         // Still unwritten while they are being written: the network side's cap covers this batch too.
         defer {
             shared.withLock { $0.unwritten -= count }
@@ -328,6 +378,7 @@ final class DiskPipeline: @unchecked Sendable {
         offset += written
         receivedThisRun += written
         if written > 0 { isFreshlyEmptied = false }
+        handOver(written: written)
         // Every byte that reached the file goes on to the hasher (a chunk cut by an error, for its written part).
         var left = written
         for data in writes {
@@ -460,8 +511,18 @@ final class DiskPipeline: @unchecked Sendable {
         beyond = []
         segmented = false
         offset = 0
+        writeBehind.fileEmptied()
         writer = FileWriter(descriptor: try files.openPartial(.create), fileName: files.partialName)
         isFreshlyEmptied = true
+    }
+
+    /// Hands the bytes just written to the drive when `WriteBehind` says so (disk queue): a sync before a saved state,
+    /// which a signal's stop cannot interrupt, then has at most about two chunks to write (issue #48).
+    func handOver(written: Int64) {
+        let action = writeBehind.wrote(written)
+        guard action != .none, let fd = (positional ?? writer)?.openDescriptor else { return }
+        if action == .waitThenStart { waitForWriteback(fd) }
+        startWriteback(fd)
     }
 
     /// `DiskCommand.startOver` carried out at once, by the caller that owns the handed-over pipeline (`restore`, before
@@ -484,78 +545,5 @@ final class DiskPipeline: @unchecked Sendable {
             return shared.stateMayExist
         }
         if saved { files.removeState() }
-    }
-}
-
-extension DiskPipeline {
-    /// What the network side and both stages share: the pipeline's one lock-protected state.
-    struct Shared: Sendable {
-        /// The first write or checkpoint error. Commands after it are dropped (fences still open).
-        var failure: DownloadError?
-        /// Whether the partial file is given up (`abandon`): what still waits to be written, hashed or synced is
-        /// dropped (fences still open).
-        var abandoned = false
-        /// Whether work was ever given to the durable queue (`saveCheckpoint`): `drained()` waits for it only then.
-        var durableUsed = false
-        /// Whether a saved state of the partial file may exist: one was saved since it was last deleted, or it is
-        /// not known (`removeSavedState()`).
-        var stateMayExist = true
-        /// Commands sent and not yet taken by the disk queue.
-        var commands: [DiskCommand] = []
-        /// Whether a drain of `commands` is scheduled on the disk queue.
-        var scheduled = false
-        /// Whether a drain is due shortly (`writeBatchDelay`) for writes that have not filled a batch yet.
-        var timerArmed = false
-        /// Bytes of the writes among `commands` and being written.
-        var unwritten: Int64 = 0
-        /// Bytes sent and not yet written and hashed (or handed over as a count): the memory the pipeline holds, and
-        /// the most there ever were.
-        var buffered: Int64 = 0
-        var peakBuffered: Int64 = 0
-        /// Bytes handed to the hasher in memory and not yet hashed.
-        var hashBacklog: Int64 = 0
-        /// Bytes the hasher was handed as a count to read back from the file, so far: it grows while hashing falls
-        /// behind the network (see `WindowSizing`).
-        var readBack: Int64 = 0
-        /// Bytes copied into blocks so far (`appendWrite`).
-        var copied: Int64 = 0
-        /// Work for the hasher, in order, and whether a drain of it is scheduled on the hash queue (see `toHasher`).
-        var hashWork: [@Sendable () -> Void] = []
-        var hashScheduled = false
-        /// Whether the hash stage's work runs on the disk queue's thread now (`toHasher`): it must not wait for writes.
-        var hashingInline = false
-        /// Whether every stage is idle and `Transfer.run()` owns the pipeline (before the first command, and after
-        /// `drained()` until the next command): it may then touch the stages' fields from anywhere (`QueueOwned`).
-        var handedOver = true
-
-        /// Queues written bytes: copied into the block of the last command when it is a write with room left, else
-        /// into a new block. URLSession's chunk (16 KiB, allocated on its thread) is then freed at once instead of
-        /// waiting for the disk on another thread: freed chunks spread over many malloc arenas kept 20 downloads at
-        /// 157–171 MB, against 64–72 MB with one arena; blocks of a few hundred KiB are few and reused. The copy costs
-        /// one transfer alone about 10 % of its speed on a fast link (1 GiB with `dl --no-md5`, BENCHMARKS.md) and buys
-        /// it nothing, so `send` asks for it only with a memory budget or while several pipelines run.
-        /// - Parameters:
-        ///   - data: the bytes.
-        ///   - blockSize: the most bytes of one block (the first block of a transfer is smaller: small files).
-        mutating func appendWrite(_ data: Data, blockSize: Int) {
-            copied += Int64(data.count)
-            if case .write(var block)? = commands.last, block.count + data.count <= blockSize {
-                commands.removeLast()  // `block` is now the only reference: the bytes are appended in place
-                block.append(data)
-                commands.append(.write(block))
-                return
-            }
-            // Room for four chunks like this one (64 KiB for URLSession's 16 KiB): a small file's one short chunk takes
-            // a block its size, not 64 KiB of fresh heap (issue #52); a block that fills grows as `Data` does.
-            var block = Data(capacity: min(blockSize, 4 * data.count))
-            block.append(data)
-            commands.append(.write(block))
-        }
-
-        /// Counts `count` more bytes held in memory (fewer when negative).
-        mutating func changeBuffered(by count: Int64) {
-            buffered += count
-            peakBuffered = max(peakBuffered, buffered)
-        }
     }
 }

@@ -226,59 +226,67 @@ final class Transfer: Sendable {
         // Opens when the disk is past the middle of the last window (`nil`: once it has written everything).
         var halfway: DiskFence?
         var computed: Checksum?
-        do throws(DownloadError) {
-            while true {
-                switch action {
-                case .proceed:
-                    let warm = bridge.hasWarmConnection(toOrigin: origin)
-                    action = Task.isCancelled ? machine.cancel() : machine.next(warmConnection: warm)
-                case .warn(let reason):
-                    warn(reason)
-                    action = .proceed
-                case .startOver(let announced, let metadata, let reason):
-                    warn(reason)
-                    pipeline.send(.startOver(announced: announced))
-                    pipeline.send(.checkpoint(metadata))
-                    action = .proceed
-                case .request(let window):
-                    (action, halfway) = try await send(window, pipeline: pipeline, machine: &machine)
-                case .fetchSegments:
-                    action = await fetchSegments(pipeline, machine: &machine)
-                    halfway = nil
-                case .waitForDisk(let checkpoint):
-                    if let checkpoint { pipeline.send(.checkpoint(checkpoint)) }
-                    // Memory stays bounded: the next request starts once the disk is past the middle of this window,
-                    // so at most half a window waits while the next one arrives.
-                    await (halfway ?? pipeline.fence()).wait()
-                    action = machine.diskPassedMark(failure: pipeline.failure)
-                case .drainThenCheckpoint(let metadata):
-                    let failure = await pipeline.drained()
-                    if failure == nil { pipeline.send(.checkpoint(metadata)) }
-                    action = machine.diskPassedMark(failure: failure)
-                case .verify:
-                    let digest = try await verify(pipeline, metadata: machine.position.metadata, expected: expected)
-                    computed = digest.computed
-                    action = machine.digestChecked(mismatch: digest.mismatch)
-                case .place:
-                    let (done, checksum, replaced) = (machine, computed, replacing ?? ownFile)
-                    return try await Blocking.run { () throws(DownloadError) in
-                        try self.place(
-                            pipeline, machine: done, checksum: checksum, expected: expected,
-                            resumedBytes: position.offset, replacing: replaced)
+        // A cancelled transfer (a suspend, a shutdown, a signal's stop) drops what only reached memory at once: its
+        // writes would keep the stop waiting for a slow drive (issue #48).
+        let outcome: Result<TransferResult, DownloadError> = await withTaskCancellationHandler {
+            do throws(DownloadError) {
+                while true {
+                    switch action {
+                    case .proceed:
+                        let warm = bridge.hasWarmConnection(toOrigin: origin)
+                        action = Task.isCancelled ? machine.cancel() : machine.next(warmConnection: warm)
+                    case .warn(let reason):
+                        warn(reason)
+                        action = .proceed
+                    case .startOver(let announced, let metadata, let reason):
+                        warn(reason)
+                        pipeline.send(.startOver(announced: announced))
+                        pipeline.send(.checkpoint(metadata))
+                        action = .proceed
+                    case .request(let window):
+                        (action, halfway) = try await send(window, pipeline: pipeline, machine: &machine)
+                    case .fetchSegments:
+                        action = await fetchSegments(pipeline, machine: &machine)
+                        halfway = nil
+                    case .waitForDisk(let checkpoint):
+                        if let checkpoint { pipeline.send(.checkpoint(checkpoint)) }
+                        // Memory stays bounded: the next request starts once the disk is past the middle of this
+                        // window, so at most half a window waits while the next one arrives.
+                        await (halfway ?? pipeline.fence()).wait()
+                        action = machine.diskPassedMark(failure: pipeline.failure)
+                    case .drainThenCheckpoint(let metadata):
+                        let failure = await pipeline.drained()
+                        if failure == nil { pipeline.send(.checkpoint(metadata)) }
+                        action = machine.diskPassedMark(failure: failure)
+                    case .verify:
+                        let digest = try await verify(pipeline, metadata: machine.position.metadata, expected: expected)
+                        computed = digest.computed
+                        action = machine.digestChecked(mismatch: digest.mismatch)
+                    case .place:
+                        let (done, checksum, replaced) = (machine, computed, replacing ?? ownFile)
+                        return .success(
+                            try await Blocking.run { () throws(DownloadError) in
+                                try self.place(
+                                    pipeline, machine: done, checksum: checksum, expected: expected,
+                                    resumedBytes: position.offset, replacing: replaced)
+                            })
+                    case .stop(let error):
+                        try await stop(pipeline, machine.position, with: error)
+                    case .discard(let error):
+                        await pipeline.drained()
+                        pipeline.discardFiles()
+                        throw error
                     }
-                case .stop(let error):
-                    try await stop(pipeline, machine.position, with: error)
-                case .discard(let error):
-                    await pipeline.drained()
-                    pipeline.discardFiles()
-                    throw error
                 }
+            } catch {
+                // The disk may still be writing the last window: let it finish before the file is closed.
+                await pipeline.drained()
+                return .failure(error)
             }
-        } catch {
-            // The disk may still be writing the last window: let it finish before the file is closed.
-            await pipeline.drained()
-            throw error
+        } onCancel: {
+            pipeline.discardUnwritten()
         }
+        return try outcome.get()
     }
 }
 
@@ -415,6 +423,9 @@ extension Transfer {
         _ pipeline: DiskPipeline, metadata: ResourceMetadata, expected: Checksum?
     ) async throws(DownloadError) -> (computed: Checksum?, mismatch: DownloadError?) {
         if let failure = await pipeline.drained() { throw failure }
+        // Cancelled while the last bytes waited to be written: they were dropped (`discardUnwritten`), which is a
+        // stop, not a short file.
+        if pipeline.discardsWrites { throw .cancelled(url) }
         // The writers stay open: the record is written through one (`recordFile`), and `complete` closes them.
         let computed = pipeline.hash?.finalize()
         if let total = metadata.totalLength, total != pipeline.offset {

@@ -193,7 +193,10 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         // later run could continue from it (no Range, or no validator to send as If-Range): then each save would
         // only sync the file (fdatasync stalls the writer) for bytes a rerun must fetch again anyway.
         let every = (isWholeStream && resumable) || endRule.grownLimit != nil ? checkpointInterval : nil
-        if let failure = pipeline.send(.describe(position.metadata, checkpointEvery: every)) { return .failed(failure) }
+        let paced = !isWholeStream || ruleResponse.resumable
+        if let failure = pipeline.send(.describe(position.metadata, checkpointEvery: every, paced: paced)) {
+            return .failed(failure)
+        }
         return nil
     }
 
