@@ -93,8 +93,14 @@ final class DLSlowDiskTests: Sendable {
 final class ThrottledDrive: Sendable {
     let folder: URL
 
-    /// The `blkio` hierarchy, where cgroups v1 mount it.
-    static let hierarchy = URL(fileURLWithPath: "/sys/fs/cgroup/blkio")
+    /// The `blkio` hierarchy, where cgroups v1 mount it (Linux only).
+    static var hierarchy: URL {
+        #if os(Linux)
+            URL(fileURLWithPath: "/sys/fs/cgroup/blkio")
+        #else
+            URL(fileURLWithPath: "/nonexistent")
+        #endif
+    }
 
     /// Makes the cgroup.
     /// - Parameters:
