@@ -72,5 +72,12 @@ extension DiskPipeline {
             buffered += count
             peakBuffered = max(peakBuffered, buffered)
         }
+
+        /// Bytes that waited to be written no longer do, and are no longer held: written at an offset (which is not
+        /// hashed from memory), or dropped (`discardUnwritten`).
+        mutating func release(unwritten count: Int64) {
+            unwritten -= count
+            changeBuffered(by: -count)
+        }
     }
 }

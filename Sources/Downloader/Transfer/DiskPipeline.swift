@@ -209,8 +209,7 @@ final class DiskPipeline: @unchecked Sendable {
                     return false
                 }
             }
-            shared.unwritten -= dropped
-            shared.changeBuffered(by: -dropped)
+            shared.release(unwritten: dropped)
         }
     }
 
@@ -221,8 +220,7 @@ final class DiskPipeline: @unchecked Sendable {
     private func dropsWrites(_ count: Int64) -> Bool {
         shared.withLock { shared in
             guard shared.discardsWrites else { return false }
-            shared.unwritten -= count
-            shared.changeBuffered(by: -count)
+            shared.release(unwritten: count)
             return true
         }
     }
@@ -310,10 +308,7 @@ final class DiskPipeline: @unchecked Sendable {
                 case .writeAt(let data, let at):
                     guard !dropsWrites(Int64(data.count)) else { continue }
                     write(data, at: at)
-                    shared.withLock {
-                        $0.unwritten -= Int64(data.count)
-                        $0.changeBuffered(by: -Int64(data.count))
-                    }
+                    shared.withLock { $0.release(unwritten: Int64(data.count)) }
                 case .startOver(let announced):
                     guard failure == nil else { continue }
                     hasher.sync { resetHash(announced: announced) }
