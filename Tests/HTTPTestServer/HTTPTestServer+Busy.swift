@@ -17,8 +17,10 @@ extension HTTPTestServer {
         guard let limit = head.query["busyAbove"].flatMap({ Int($0) }) else { return nil }
         var refused = false
         update { state in
-            defer { state.lingeringAnswers = 0 }  // counted by this check only
-            guard state.statistics.activeRequests + state.lingeringAnswers > limit else { return }
+            let lingering = state.lingeringAnswers.count
+            // Each answer is counted by its next `busyLag` checks only.
+            state.lingeringAnswers = state.lingeringAnswers.compactMap { $0 > 1 ? $0 - 1 : nil }
+            guard state.statistics.activeRequests + lingering > limit else { return }
             state.statistics.refusedRequests += 1
             refused = true
         }
@@ -32,14 +34,14 @@ extension HTTPTestServer {
         return nil
     }
 
-    /// A request was answered: it stops counting as being answered — with `busyLag=1`, only after the next
-    /// `busyAbove` check has counted it too, as nginx frees a `limit_conn` slot when it finalises the request, which a
-    /// client's next request can beat (a lag that no load stretches or shortens).
+    /// A request was answered: it stops counting as being answered — with `busyLag=N`, only after the next N
+    /// `busyAbove` checks have counted it too, as nginx frees a `limit_conn` slot when it finalises the request, which a
+    /// client's next request can beat, and a busy server finalises later (a lag that no load stretches or shortens).
     func endAnswer(_ head: RequestHead) {
-        let lags = head.query["busyLag"] == "1"
+        let lag = head.query["busyLag"].flatMap { Int($0) } ?? 0
         update { state in
             state.statistics.activeRequests -= 1
-            if lags { state.lingeringAnswers += 1 }
+            if lag > 0 { state.lingeringAnswers.append(lag) }
         }
     }
 }

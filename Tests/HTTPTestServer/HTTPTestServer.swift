@@ -51,8 +51,8 @@ public final class HTTPTestServer: Sendable {
         var waiters: [Waiter] = []
         var nextWaiterID = 0
         var beforeChunk: (@Sendable (Int, Int) -> Void)?
-        /// Answered requests that the next `busyAbove` check still counts (`busyLag=1`).
-        var lingeringAnswers = 0
+        /// Answered requests that the next `busyAbove` checks still count (`busyLag=N`): how many checks each has left.
+        var lingeringAnswers: [Int] = []
     }
 
     /// Starts a server on 127.0.0.1 at a free port.

@@ -18,6 +18,8 @@ public struct RecordedRequest: Sendable {
     public let target: String
     /// The header lines, in order.
     public let headers: [HeaderField]
+    /// When the server read its head (for a failing test's timeline; never for synchronisation).
+    public var received: ContinuousClock.Instant = .now
 
     /// The path part of the target, without the query.
     public var path: String {
