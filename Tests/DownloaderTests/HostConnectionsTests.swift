@@ -69,16 +69,20 @@ struct HostConnectionsTests {
         check(connections.request(1, host: host, rank: 0) == .go)
         check(connections.request(2, host: host, rank: 0) == .go)
         check(connections.finished(host: host, now: 0) == [], "the first is answered")
-        check(connections.refused(host: host, now: second / 2) == .settling, "the server may still count the first")
+        check(
+            connections.refused(host: host, now: second / 2) == .settling(attempt: 1),
+            "the server may still count the first")
         #expect(connections.limit(of: host) == 1, "one at a time until the host settles")
         check(connections.finished(host: host, now: second / 2, ending: .refused) == [], "a refusal's end is no answer")
         check(connections.request(3, host: host, rank: 0) == .go)
         check(connections.refused(host: host, now: second) == .own, "a second after the last answer: its own")
         check(connections.finished(host: host, now: second, ending: .refused) == [])
-        // One answer excuses two lone refusals, no more.
+        // One answer excuses four lone refusals, no more, each counted.
         check(connections.request(4, host: host, rank: 0) == .go)
         check(connections.finished(host: host, now: 2 * second) == [], "answered")
-        for expected in [HostConnections.Refusal.settling, .settling, .own] {
+        let attempts = (1...HostConnections.settlingPerAnswer).map { HostConnections.Refusal.settling(attempt: $0) }
+        #expect(attempts.count == 4)
+        for expected in attempts + [.own] {
             check(connections.request(5, host: host, rank: 0) == .go)
             check(connections.refused(host: host, now: 2 * second) == expected)
             check(connections.finished(host: host, now: 2 * second, ending: .refused) == [])
@@ -89,6 +93,23 @@ struct HostConnectionsTests {
         check(two.refused(host: host, now: 0) == .tooMany)
         check(two.refused(host: host, now: 0) == .tooMany)
         #expect(two.limit(of: host) == 1)
+    }
+
+    @Test("The gate's pauses for lone refusals after one answer double: 0.25, 0.5, 1 and 2 s, then the retry rules")
+    func settlingPausesDouble() async {
+        let gate = ConnectionGate(cap: nil)
+        #expect(await gate.enter(host, rank: 0))
+        gate.leave(host, taskIdentifier: 1, answered: true)
+        var pauses: [ConnectionGate.Pause] = []
+        for id in 2...6 {
+            #expect(await gate.enter(host, rank: 0))
+            let tooMany = gate.refuse(host, taskIdentifier: id, retryAfter: nil)
+            #expect(tooMany == (id < 6), "the fifth lone refusal is the request's own")
+            if let pause = gate.takeRefusal(id) { pauses.append(pause) }
+            gate.leave(host, taskIdentifier: id, answered: false)
+        }
+        #expect(pauses.map(\.delay) == [0.25, 0.5, 1, 2])
+        #expect(pauses.allSatisfy { $0.holdsTurn })
     }
 
     @Test("A lowered limit rises by one per interval without a refusal, up to the number refused, then is forgotten")
@@ -189,8 +210,13 @@ struct HostConnectionsTests {
                 case 7 where inFlight[host, default: 0] > refused[host, default: 0]:
                     refused[host, default: 0] += 1
                     let others = inFlight[host, default: 0] - refused[host, default: 0]
-                    let excused = answered[host].map { now < $0.ended + 4 && $0.excused < 2 } == true
-                    let expected: HostConnections.Refusal = others > 0 ? .tooMany : excused ? .settling : .own
+                    let excused =
+                        answered[host].map {
+                            now < $0.ended + 4 && $0.excused < HostConnections.settlingPerAnswer
+                        } == true
+                    let attempt = (answered[host]?.excused ?? 0) + 1
+                    let expected: HostConnections.Refusal =
+                        others > 0 ? .tooMany : excused ? .settling(attempt: attempt) : .own
                     if others == 0 && excused { answered[host]?.excused += 1 }
                     if connections.refused(host: host, now: now) != expected {
                         problems.append("seed \(seed): refusal misjudged, \(expected) expected")

@@ -19,11 +19,11 @@ import Foundation
 ///   taking each as "too many" ran 16 files one at a time).
 /// - A `503` or `429` for a request while others to its host are in flight means "too many" (nginx `limit_conn`, a
 ///   CDN's per-client limit): the host's limit drops to the others, and the refused request waits for its turn
-///   again without spending its download's retries. So do the first two refused alone within `settleInterval` of an
-///   answer there: the server may still count the answered request (nginx frees the slot when it finalises the
-///   request, which the next request can beat), and the refused request asks again after a pause
-///   (`Refusal.settling`). Any other refusal with nothing else in flight is the server's answer to this request
-///   alone: the download's retry rules take it.
+///   again without spending its download's retries. So do the first four refused alone within `settleInterval` of
+///   an answer there: the server may still count the answered request (nginx frees the slot when it finalises the
+///   request, which the next request can beat, and a busy server finalises later), and the refused request asks
+///   again after a pause that doubles each time (`Refusal.settling`). Any other refusal with nothing else in flight
+///   is the server's answer to this request alone: the download's retry rules take it.
 /// - A lowered limit rises by one every `recoveryInterval` without a new refusal, up to the number that was refused,
 ///   and is then forgotten.
 struct HostConnections: Sendable {
@@ -49,8 +49,9 @@ struct HostConnections: Sendable {
         case tooMany
         /// Nothing else in flight, but a request there was answered a moment ago and may still be counted: the host
         /// gets one request at a time, and this one asks again after a pause, holding its turn meanwhile, without
-        /// spending a retry.
-        case settling
+        /// spending a retry. `attempt` counts the lone refusals since that answer (1 for the first): each pause is
+        /// twice the one before.
+        case settling(attempt: Int)
     }
 
     /// What a request must do.
@@ -80,8 +81,10 @@ struct HostConnections: Sendable {
     let recoveryInterval: UInt64
     /// How long after an answer a lone refusal is still taken as "too many" (nanoseconds).
     let settleInterval: UInt64
-    /// How many lone refusals one answer excuses.
-    static let settlingPerAnswer = 2
+    /// How many lone refusals one answer excuses. With pauses of 0.25 s doubling (`ConnectionGate.settlingPause`),
+    /// the fourth asks again 3.75 s after the first, within `settleInterval`'s default. (Two were excused until a
+    /// loaded CI run finalised an answer after two checks of the next request.)
+    static let settlingPerAnswer = 4
     private(set) var hosts: [String: Host] = [:]
     /// When a request to each host was last answered (uptime nanoseconds) and how many lone refusals were excused
     /// since; hosts whose answer is older than `settleInterval` are dropped once there are many.
@@ -175,7 +178,7 @@ struct HostConnections: Sendable {
             lastAnswer[host]?.excused += 1
             // One at a time until the host settles: what else would go now would meet the same count.
             entry.lowered = (limit: 1, ceiling: max(2, entry.lowered?.ceiling ?? 2), since: now)
-            return .settling
+            return .settling(attempt: answer.excused + 1)
         }
         let ceiling = others + 1
         entry.lowered = (limit: min(others, entry.lowered?.limit ?? .max), ceiling: ceiling, since: now)
@@ -323,8 +326,8 @@ final class ConnectionGate: Sendable {
             })
     }
 
-    /// How long a request refused alone just after an answer waits, keeping its turn, before it asks again
-    /// (`Refusal.settling`).
+    /// How long a request refused alone just after an answer first waits, keeping its turn, before it asks again
+    /// (`Refusal.settling`); each further lone refusal after the same answer waits twice as long.
     static let settlingPause: TimeInterval = 0.25
 
     /// A request to `host` in flight, task `taskIdentifier`, was answered `503` or `429`.
@@ -338,8 +341,9 @@ final class ConnectionGate: Sendable {
             switch state.connections.refused(host: host, now: now, namesTime: (retryAfter ?? 0) > 0) {
             case .own: return false
             case .tooMany: state.refusals[taskIdentifier] = Pause(delay: retryAfter ?? 0, holdsTurn: false)
-            case .settling:
-                state.refusals[taskIdentifier] = Pause(delay: max(retryAfter ?? 0, Self.settlingPause), holdsTurn: true)
+            case .settling(let attempt):
+                let pause = Self.settlingPause * Double(1 << min(max(0, attempt - 1), 8))
+                state.refusals[taskIdentifier] = Pause(delay: max(retryAfter ?? 0, pause), holdsTurn: true)
             }
             return true
         }
