@@ -22,67 +22,69 @@ extension DownloadManager {
         }
         for action in actions {
             switch action {
-            case .adoptOptions(let url, let fresh, nil):
-                adoptOptions(url, requestOptions, fresh: fresh)
-            case .adoptOptions(let url, let fresh, let id?):
+            case .adoptOptions(let key, let fresh, nil):
+                adoptOptions(key, requestOptions, fresh: fresh)
+            case .adoptOptions(let key, let fresh, let id?):
                 let held = heldRequests[id]
-                if fresh, !book.contains(url), let held {
+                if fresh, !book.contains(key), let held {
                     // A removal held before this request forgot the download: the request starts it anew.
-                    if let credentialed = held.credentialedURL { credentialedURLs[url] = credentialed }
-                    openRecord(url, options: held.options)
+                    if let credentialed = held.credentialedURL { credentialedURLs[key] = credentialed }
+                    openRecord(key, options: held.options)
                 }
-                adoptOptions(url, held?.options, fresh: fresh)
-            case .hold(let url, let id):
+                adoptOptions(key, held?.options, fresh: fresh)
+            case .hold(let key, let id):
                 heldRequests[id] = HeldRequest(
-                    options: requestOptions ?? DownloadOptions(), credentialedURL: credentialedURLs[url])
-            case .inspectCompletedFile(let url, let id):
-                inspectCompletedFile(url, request: id)
+                    options: requestOptions ?? DownloadOptions(), credentialedURL: credentialedURLs[key])
+            case .inspectCompletedFile(let key, let id):
+                inspectCompletedFile(key, request: id)
             case .releaseRequest(let id):
                 heldRequests[id] = nil
-            case .warn(let url, .error(let error)):
-                emit(.warning(url, reason: "the new version was not kept, the completed file stays: \(error.reason)"))
-            case .warn(let url, let failure):
-                let error = error(for: failure, of: url)
-                emit(.warning(url, reason: error.reason), logging: .warning(error, about: url))
-            case .publish(let url, let state):
-                publish(url, state)
-            case .recordFailure(let url, let error):
-                let error = credentialsHint(url, error)
-                book.update(url) { $0.receipt.error = error }
-            case .start(let url, let generation, let start):
-                startTransfer(url, generation: generation, start)
-            case .cancel(let url, let generation):
-                if let transfer = transfers[url], transfer.generation == generation { transfer.task.cancel() }
-            case .complete(let url, _, let replaced):
-                complete(url, produced, replaced: replaced)
-            case .succeed(let ids, let url):
-                guard let receipt = book[url]?.receipt else { continue }
+            case .warn(let key, .error(let error)):
+                emit(
+                    .warning(key.url, reason: "the new version was not kept, the completed file stays: \(error.reason)")
+                )
+            case .warn(let key, let failure):
+                let error = error(for: failure, of: key)
+                emit(.warning(key.url, reason: error.reason), logging: .warning(error, about: key.url))
+            case .publish(let key, let state):
+                publish(key, state)
+            case .recordFailure(let key, let error):
+                let error = credentialsHint(key, error)
+                book.update(key) { $0.receipt.error = error }
+            case .start(let key, let generation, let start):
+                startTransfer(key, generation: generation, start)
+            case .cancel(let key, let generation):
+                if let transfer = transfers[key], transfer.generation == generation { transfer.task.cancel() }
+            case .complete(let key, _, let replaced):
+                complete(key, produced, replaced: replaced)
+            case .succeed(let ids, let key):
+                guard let receipt = book[key]?.receipt else { continue }
                 answer(ids, with: .success(receipt))
-            case .fail(let ids, let url, let failure):
-                answer(ids, url: url, failure)
-            case .verify(let url, let expectation):
-                verify(url, expectation)
-            case .discardFiles(let url, let generation, let completedFile):
-                discardFiles(url, [generation == nil ? nil : produced?.fileURL, completedFile].compactMap { $0 })
-            case .releaseCompletedFile(let url, let file):
+            case .fail(let ids, let key, let failure):
+                answer(ids, key: key, failure)
+            case .verify(let key, let expectation):
+                verify(key, expectation)
+            case .discardFiles(let key, let generation, let completedFile):
+                discardFiles(key, [generation == nil ? nil : produced?.fileURL, completedFile].compactMap { $0 })
+            case .releaseCompletedFile(let key, let file):
                 // A removal that keeps the file forgets the record next: only the claim is given up.
-                let forgotten = actions.contains { if case .forget(url) = $0 { true } else { false } }
-                releaseCompletedFile(url, file, keepsRecord: !forgotten)
-            case .forget(let url):
-                book[url] = nil
-                credentialedURLs[url] = nil
-                endProgress(url)
-                emit(.removed(url))
+                let forgotten = actions.contains { if case .forget(key) = $0 { true } else { false } }
+                releaseCompletedFile(key, file, keepsRecord: !forgotten)
+            case .forget(let key):
+                book[key] = nil
+                credentialedURLs[key] = nil
+                endProgress(key)
+                emit(.removed(key.url))
                 // The removal is noted now (no hop: the journal writes it before any line handed over later, so a
                 // download asked for again does not inherit the removed one's pending placement) and written with
                 // the next save. A save still pending for it would only write the removal again (issue #52): dropped.
-                journal?.noteRemoval(url)
-                unsavedURLs.remove(url)
+                journal?.noteRemoval(key.url)
+                unsavedURLs.remove(key)
                 scheduleSave()
-            case .wake(let url, let delay):
+            case .wake(let key, let delay):
                 Task { [weak self] in
                     try? await Task.sleep(for: .seconds(delay))
-                    await self?.retryDue(url)
+                    await self?.retryDue(key)
                 }
             case .shutDownCompleted:
                 let waiting = shutdownWaiters
@@ -95,36 +97,36 @@ extension DownloadManager {
     // MARK: - Receipts
 
     /// The request's options become the download's (see `DownloadOptions.merged(into:)`).
-    private func adoptOptions(_ url: URL, _ options: DownloadOptions?, fresh: Bool) {
+    private func adoptOptions(_ key: DownloadKey, _ options: DownloadOptions?, fresh: Bool) {
         guard let options else { return }
-        book.update(url) { record in record.options = fresh ? options : options.merged(into: record.options) }
+        book.update(key) { record in record.options = fresh ? options : options.merged(into: record.options) }
     }
 
     /// The completed file is not the download's any more: its name is free for any download, and a receipt that
     /// stays points at a partial file again.
     /// - Parameter keepsRecord: `false` when the record is forgotten right after (a fresh receipt would cost 25,000
     ///   instructions for nothing, issue #52).
-    private func releaseCompletedFile(_ url: URL, _ released: URL?, keepsRecord: Bool) {
+    private func releaseCompletedFile(_ key: DownloadKey, _ released: URL?, keepsRecord: Bool) {
         guard let released else { return }
-        directory.claims.release(released, of: url)
-        guard keepsRecord, var record = book[url] else { return }
-        let fresh = freshReceipt(for: url)
+        directory.claims.release(released, of: key.url)
+        guard keepsRecord, var record = book[key] else { return }
+        let fresh = freshReceipt(for: key)
         record.receipt.fileURL = fresh.fileURL
         record.receipt.filename = fresh.filename
         record.receipt.checksum = nil
         record.receipt.verification = nil
         record.suggestedFilename = nil
-        book[url] = record
+        book[key] = record
     }
 
     /// Sets the public state: speed and ETA only while downloading, the error only while failed. (The bytes written
     /// change only while a transfer runs: the ticker and the transfer's end keep them true.) One event per change: a
     /// state that is already the receipt's is not announced again (what else changed is `.progress`).
-    private func publish(_ url: URL, _ state: DownloadState) {
-        let kept = machine.receiptFacts(of: url)
+    private func publish(_ key: DownloadKey, _ state: DownloadState) {
+        let kept = machine.receiptFacts(of: key)
         // Also after a replacement that failed: the receipt describes the file that is still there.
-        let completed = state == .completed ? machine.completedFile(of: url) : nil
-        let changed = book.update(url) { record -> (before: DownloadReceipt, after: DownloadReceipt) in
+        let completed = state == .completed ? machine.completedFile(of: key) : nil
+        let changed = book.update(key) { record -> (before: DownloadReceipt, after: DownloadReceipt) in
             let before = record.receipt
             record.receipt.state = state
             record.receipt.expectedChecksum = kept.expectations.own
@@ -144,24 +146,24 @@ extension DownloadManager {
             return (before, record.receipt)
         }
         guard let (before, receipt) = changed else { return }
-        if state.isResting && !progressHandlers.isEmpty { endProgress(url) }
+        if state.isResting && !progressHandlers.isEmpty { endProgress(key) }
         // The receipt carries the machine's expectation already: saved as it is (no `persist` look-ups again).
         guard before.state != state else {
             if before != receipt {
                 emit(.progress(receipt))
-                markUnsaved(url)
+                markUnsaved(key)
             }
             return
         }
         emit(.stateChanged(receipt))
-        markUnsaved(url)
+        markUnsaved(key)
     }
 
     /// Records the file a generation produced as the download's completed file in its receipt.
-    private func complete(_ url: URL, _ produced: TransferResult?, replaced: URL?) {
-        if let replaced { directory.claims.release(replaced, of: url) }  // a file at an earlier destination stays
+    private func complete(_ key: DownloadKey, _ produced: TransferResult?, replaced: URL?) {
+        if let replaced { directory.claims.release(replaced, of: key.url) }  // a file at an earlier destination stays
         guard let transfer = produced else { return }
-        book.update(url) { record in
+        book.update(key) { record in
             record.receipt.fileURL = transfer.fileURL
             record.receipt.filename = transfer.fileURL.fileName
             record.receipt.totalBytesWritten = transfer.length
@@ -174,9 +176,9 @@ extension DownloadManager {
     }
 
     /// A refusal (401, 403, 407) of a download whose credentials were not given again after a restart says so.
-    private func credentialsHint(_ url: URL, _ error: DownloadError) -> DownloadError {
-        guard let status = error.statusCode, [401, 403, 407].contains(status), let record = book[url],
-            record.needsCredentials, credentialedURLs[url] == nil, !record.options.carriesSecretHeader
+    private func credentialsHint(_ key: DownloadKey, _ error: DownloadError) -> DownloadError {
+        guard let status = error.statusCode, [401, 403, 407].contains(status), let record = book[key],
+            record.needsCredentials, credentialedURLs[key] == nil, !record.options.carriesSecretHeader
         else { return error }
         return error.adding(
             "it was asked with credentials (a user and password, or an Authorization or Cookie header), which are "
@@ -185,34 +187,34 @@ extension DownloadManager {
 
     // MARK: - Transfers
 
-    private func startTransfer(_ url: URL, generation: Machine.Generation, _ start: Machine.Start) {
-        guard let record = book[url] else {
+    private func startTransfer(_ key: DownloadKey, generation: Machine.Generation, _ start: Machine.Start) {
+        guard let record = book[key] else {
             // Never expected (every download the machine runs has a record): said loudly in debug builds, and the
             // generation ends at once in release, so that nothing (a shutdown) waits for a transfer that never ran.
-            assertionFailure("a transfer of \(url.absoluteString) was to start without the download's record")
-            apply(machine.transferEnded(url, generation: generation, .cancelled))
+            assertionFailure("a transfer of \(key.url.absoluteString) was to start without the download's record")
+            apply(machine.transferEnded(key, generation: generation, .cancelled))
             return
         }
         var options = record.options
         options.checksum = start.expectation  // the machine's: the caller's, or the new one of a replacement
         options.expectedMD5 = nil
-        let replacing = start.replacesCompletedFile ? machine.completedFile(of: url)?.url : nil
+        let replacing = start.replacesCompletedFile ? machine.completedFile(of: key)?.url : nil
         let runner = self.runner
         let fileWork = self.fileWork
-        let requestURL = credentialedURLs[url] ?? url  // the requests carry the credentials asked with
+        let requestURL = credentialedURLs[key] ?? key.url  // the requests carry the credentials asked with
         // The one way up from the transfer: counts, the placement (journaled before the file moves), then news and
         // the end in order.
         let report = TransferReport(
             written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite,
             placement: .init(
-                journal: journal, url: url, options: record.options, expectations: machine.expectations(of: url)))
+                journal: journal, url: key.url, options: record.options, expectations: machine.expectations(of: key)))
         let (runOptions, retriesMade) = (options, start.retriesMade)
-        let partial = PartialFiles(folder: directory.state, url: url)
+        let partial = PartialFiles(folder: directory.state, url: key.url)
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
             // News told while it runs goes up at once; the rest, and the end, once it has run.
             report.deliverWhileRunning { [weak self] message in
-                await self?.transferReported(message, url: url, generation: generation, leftOnDisk: nil)
+                await self?.transferReported(message, key: key, generation: generation, leftOnDisk: nil)
             }
             await runner.runReporting(
                 url: requestURL, options: runOptions, replacing: replacing, retriesMade: retriesMade, report: report)
@@ -221,102 +223,102 @@ extension DownloadManager {
                 // What a transfer that produced no file left on disk, read here: no file I/O on the actor.
                 var leftOnDisk: Int64?
                 if case .ended(_, nil) = message { leftOnDisk = partial.partialSize ?? 0 }
-                await self?.transferReported(message, url: url, generation: generation, leftOnDisk: leftOnDisk)
+                await self?.transferReported(message, key: key, generation: generation, leftOnDisk: leftOnDisk)
             }
         }
         var running = RunningTransfer(generation: generation, task: task, report: report)
         _ = running.meter.sample(bytes: record.receipt.totalBytesWritten)  // the speed counts from the start
-        transfers[url] = running
+        transfers[key] = running
         trimmer?.transfersRunning(transfers.count)
         startTickerIfNeeded()
     }
 
     /// What a generation's transfer told, in the order it told it (`TransferReport`).
     private func transferReported(
-        _ message: TransferReport.Message, url: URL, generation: Machine.Generation, leftOnDisk: Int64?
+        _ message: TransferReport.Message, key: DownloadKey, generation: Machine.Generation, leftOnDisk: Int64?
     ) {
         switch message {
-        case .said(.warning(let reason)): emit(.warning(url, reason: reason))
-        case .said(.note(let message)): logNote(message, about: url)
-        case .retrying(let retry): transferWillRetry(url, generation: generation, retry)
+        case .said(.warning(let reason)): emit(.warning(key.url, reason: reason))
+        case .said(.note(let message)): logNote(message, about: key)
+        case .retrying(let retry): transferWillRetry(key, generation: generation, retry)
         case .ended(let end, let result):
-            transferEnded(url, generation: generation, end, result: result, leftOnDisk: leftOnDisk ?? 0)
+            transferEnded(key, generation: generation, end, result: result, leftOnDisk: leftOnDisk ?? 0)
         }
     }
 
     private func transferEnded(
-        _ url: URL, generation: Machine.Generation, _ end: Machine.TransferEnd, result: TransferResult?,
+        _ key: DownloadKey, generation: Machine.Generation, _ end: Machine.TransferEnd, result: TransferResult?,
         leftOnDisk: Int64
     ) {
         var total: Int64?
-        if let ended = transfers[url], ended.generation == generation {
+        if let ended = transfers[key], ended.generation == generation {
             total = ended.report.current.total
-            transfers[url] = nil
+            transfers[key] = nil
             trimmer?.transfersRunning(transfers.count)
         }
-        if result == nil, machine.completedFile(of: url) == nil, var receipt = book[url]?.receipt {
+        if result == nil, machine.completedFile(of: key) == nil, var receipt = book[key]?.receipt {
             // What the stopped transfer left on disk, for the receipt (a completed file reports its own length).
             let before = receipt
             receipt.totalBytesWritten = leftOnDisk
             if let total { receipt.totalBytesExpectedToWrite = total }
-            book[url]?.receipt = receipt
+            book[key]?.receipt = receipt
             if receipt != before {
                 emit(.progress(receipt))
-                persist(url)
+                persist(key)
             }
         }
         let file = result.map { CompletedFile(url: $0.fileURL, length: $0.length) }
-        let removedBefore = !book.contains(url)
-        apply(machine.transferEnded(url, generation: generation, end, produced: file), produced: result)
+        let removedBefore = !book.contains(key)
+        apply(machine.transferEnded(key, generation: generation, end, produced: file), produced: result)
         // A download removed while its file was being placed: its placement record must not outlive it. One removed
         // just now (a batch forgets what it delivered) was noted after the placement was written: no second line.
-        if removedBefore && !book.contains(url) { persist(url) }
+        if removedBefore && !book.contains(key) { persist(key) }
     }
 
     /// A download's `Retry-After` is over: it takes the first place in the queue.
-    private func retryDue(_ url: URL) {
-        apply(machine.retryDue(url))
+    private func retryDue(_ key: DownloadKey) {
+        apply(machine.retryDue(key))
     }
 
-    private func transferWillRetry(_ url: URL, generation: Machine.Generation, _ retry: TransferRunner.Retry) {
-        guard machine.isRunning(url, generation: generation) else { return }
-        book.update(url) { $0.receipt.error = retry.error }
-        persist(url)
-        emit(.retrying(url, attempt: retry.attempt, delay: retry.delay, reason: retry.error))
+    private func transferWillRetry(_ key: DownloadKey, generation: Machine.Generation, _ retry: TransferRunner.Retry) {
+        guard machine.isRunning(key, generation: generation) else { return }
+        book.update(key) { $0.receipt.error = retry.error }
+        persist(key)
+        emit(.retrying(key.url, attempt: retry.attempt, delay: retry.delay, reason: retry.error))
     }
 
     // MARK: - Files
 
     /// Hashes the completed file off the actor and reports it to the machine.
-    private func verify(_ url: URL, _ expectation: Checksum) {
-        guard let file = machine.completedFile(of: url)?.url else {
-            apply(machine.verified(url, expectation: expectation, actual: nil))
+    private func verify(_ key: DownloadKey, _ expectation: Checksum) {
+        guard let file = machine.completedFile(of: key)?.url else {
+            apply(machine.verified(key, expectation: expectation, actual: nil))
             return
         }
         let id = UUID()
         verifications[id] = Task.detached { [weak self] in
             let actual = try? FileDigest.checksum(of: file, algorithm: expectation.algorithm)
-            await self?.verifiedFile(url, expectation: expectation, actual: actual, id: id)
+            await self?.verifiedFile(key, expectation: expectation, actual: actual, id: id)
         }
     }
 
-    private func verifiedFile(_ url: URL, expectation: Checksum, actual: Checksum?, id: UUID) {
+    private func verifiedFile(_ key: DownloadKey, expectation: Checksum, actual: Checksum?, id: UUID) {
         verifications[id] = nil
-        apply(machine.verified(url, expectation: expectation, actual: actual))
-        if book.contains(url) { persist(url) }  // the expectations it settled are not kept any more
+        apply(machine.verified(key, expectation: expectation, actual: actual))
+        if book.contains(key) { persist(key) }  // the expectations it settled are not kept any more
     }
 
     /// Deletes a download's partial file and state, and `files` (what a generation produced, its completed file), on
     /// the file-work queue (after any clean-up queued before).
-    private func discardFiles(_ url: URL, _ files: [URL]) {
-        let partial = PartialFiles(folder: directory.state, url: url)
+    private func discardFiles(_ key: DownloadKey, _ files: [URL]) {
+        let partial = PartialFiles(folder: directory.state, url: key.url)
         let claims = directory.claims
         fileWork.async { [files] in
             partial.removePartial()
             partial.removeState()
             for file in files {
                 try? FileManager.default.removeItem(at: file)
-                claims.release(file, of: url)  // only once it is gone: a new file may take the name then
+                claims.release(file, of: key.url)  // only once it is gone: a new file may take the name then
             }
         }
     }
@@ -324,28 +326,28 @@ extension DownloadManager {
     // MARK: - Waiters
 
     /// The error a waiter gets for a failure.
-    func error(for failure: Machine.Failure, of url: URL) -> DownloadError {
+    func error(for failure: Machine.Failure, of key: DownloadKey) -> DownloadError {
         switch failure {
         case .error(let failure): return failure
-        case .suspended: return .suspended(url)
-        case .removed: return .cancelled(url, reason: "the download was removed")
-        case .shutDown: return .cancelled(url, reason: "the manager shut down")
-        case .afterShutdown: return .shutDown(url)
-        case .waiterCancelled: return .cancelled(url)
-        case .mismatch(let expected, let actual): return .checksumMismatch(url, expected: expected, actual: actual)
-        case .conflict(let kept, let requested): return .checksumConflict(url, kept: kept, requested: requested)
-        case .conflictingOptions(let reason): return .conflictingOptions(url, reason: reason)
+        case .suspended: return .suspended(key.url)
+        case .removed: return .cancelled(key.url, reason: "the download was removed")
+        case .shutDown: return .cancelled(key.url, reason: "the manager shut down")
+        case .afterShutdown: return .shutDown(key.url)
+        case .waiterCancelled: return .cancelled(key.url)
+        case .mismatch(let expected, let actual): return .checksumMismatch(key.url, expected: expected, actual: actual)
+        case .conflict(let kept, let requested): return .checksumConflict(key.url, kept: kept, requested: requested)
+        case .conflictingOptions(let reason): return .conflictingOptions(key.url, reason: reason)
         case .unplaced(let error): return error
         }
     }
 
-    private func answer(_ ids: [Machine.WaiterID], url: URL, _ failure: Machine.Failure) {
-        guard failure == .waiterCancelled else { return answer(ids, with: .failure(error(for: failure, of: url))) }
+    private func answer(_ ids: [Machine.WaiterID], key: DownloadKey, _ failure: Machine.Failure) {
+        guard failure == .waiterCancelled else { return answer(ids, with: .failure(error(for: failure, of: key))) }
         for id in ids {
             switch recipients.removeValue(forKey: id) {
             case .continuation(let continuation): continuation.resume(throwing: CancellationError())
-            case .callback(let callback): callback(.failure(.cancelled(url)))
-            case .batch(let batch, let request): batch.deliver(id, request, .failure(.cancelled(url)))
+            case .callback(let callback): callback(.failure(.cancelled(key.url)))
+            case .batch(let batch, let request): batch.deliver(id, request, .failure(.cancelled(key.url)))
             case nil: continue
             }
         }
@@ -368,18 +370,18 @@ extension DownloadManager {
     /// Saves a download's record (or its removal) within 10 ms: the changes of a burst (thousands of `enqueue` calls,
     /// one `suspendAll`) share one write to the journal, of the changed records only. What must survive a `kill -9` at
     /// any moment — a verified file moving into place — is written before the move, not here.
-    func persist(_ url: URL) {
+    func persist(_ key: DownloadKey) {
         // The expectation is the machine's: the receipt shows it as it is saved.
-        let own = machine.expectations(of: url).own
-        book.update(url) { record in
+        let own = machine.expectations(of: key).own
+        book.update(key) { record in
             if record.receipt.expectedChecksum != own { record.receipt.expectedChecksum = own }
         }
-        markUnsaved(url)
+        markUnsaved(key)
     }
 
     /// `persist(_:)` for a record whose receipt already shows the machine's expectation.
-    private func markUnsaved(_ url: URL) {
-        unsavedURLs.insert(url)
+    private func markUnsaved(_ key: DownloadKey) {
+        unsavedURLs.insert(key)
         scheduleSave()
     }
 
@@ -397,15 +399,15 @@ extension DownloadManager {
     func saveReceipts() {
         receiptsSaveScheduled = false
         // In request order: the journal's order is what `allReceipts` shows after a restart.
-        let lines = book.inRequestOrder(unsavedURLs).map { url in
-            book[url].map { record in
-                var entry = JournalEntry(record, expectations: machine.expectations(of: url))
-                if record.receipt.state != .completed, let file = machine.completedFile(of: url) {
+        let lines = book.inRequestOrder(unsavedURLs).map { key in
+            book[key].map { record in
+                var entry = JournalEntry(record, expectations: machine.expectations(of: key))
+                if record.receipt.state != .completed, let file = machine.completedFile(of: key) {
                     entry.replaced = .init(
                         name: file.url.fileName, length: file.length, checksum: record.receipt.checksum)
                 }
                 return JournalLine.put(entry)
-            } ?? .remove(url)
+            } ?? .remove(key.url)
         }
         unsavedURLs.removeAll(keepingCapacity: unsavedURLs.count <= ReceiptJournal.keptBatchCapacity)
         journal?.append(lines)  // with the removals noted since the last save (`noteRemoval`), if any

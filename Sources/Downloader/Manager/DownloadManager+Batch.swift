@@ -72,17 +72,17 @@ extension DownloadManager {
     /// - Returns: whether the batch may go on: `false` once the manager shuts down (the request is answered with
     ///   `.cancelled`, and the rest of the sequence is not read).
     func submit(_ request: DownloadRequest, to batch: Batch) -> Bool {
-        let url = identify(request.url)
+        let key = identify(request.url)
         let id = makeNumber()
-        batch.started(id, url: url)
+        batch.started(id, key: key)
         recipients[id] = .batch(batch, request)
-        self.request(url, options: request.options, waiter: id, forgetsWhenAnswered: true)
+        self.request(key, options: request.options, waiter: id, forgetsWhenAnswered: true)
         return !machine.isShuttingDown
     }
 
     /// The consumer left: its waiters give up, which suspends the downloads nobody else waits for.
-    private func abandon(_ waiters: [(id: Machine.WaiterID, url: URL)]) {
-        for waiter in waiters { cancelWaiter(waiter.id, of: waiter.url) }
+    private func abandon(_ waiters: [(id: Machine.WaiterID, key: DownloadKey)]) {
+        for waiter in waiters { cancelWaiter(waiter.id, of: waiter.key) }
     }
 }
 
@@ -152,7 +152,7 @@ extension DownloadManager {
             /// The driver, waiting for a slot.
             var taker: CheckedContinuation<Bool, Never>?
             var intakeEnded = false
-            var inFlight: [Machine.WaiterID: URL] = [:]
+            var inFlight: [Machine.WaiterID: DownloadKey] = [:]
         }
 
         private let state: Locked<State>
@@ -200,8 +200,8 @@ extension DownloadManager {
         var inFlightCount: Int { state.withLock { $0.inFlight.count } }
 
         /// A request was handed to the manager with waiter `id`.
-        func started(_ id: Machine.WaiterID, url: URL) {
-            state.withLock { $0.inFlight[id] = url }
+        func started(_ id: Machine.WaiterID, key: DownloadKey) {
+            state.withLock { $0.inFlight[id] = key }
         }
 
         /// Delivers the outcome of waiter `id`, ending the stream after the last one.
@@ -230,14 +230,14 @@ extension DownloadManager {
 
         /// The consumer left: no more requests are read.
         /// - Returns: the waiters still in flight, to be given up.
-        func close() -> [(id: Machine.WaiterID, url: URL)] {
+        func close() -> [(id: Machine.WaiterID, key: DownloadKey)] {
             let (taker, abandoned) = state.withLock { state in
                 state.slots.close()
                 defer {
                     state.taker = nil
                     state.inFlight = [:]
                 }
-                return (state.taker, state.inFlight.map { (id: $0.key, url: $0.value) })
+                return (state.taker, state.inFlight.map { (id: $0.key, key: $0.value) })
             }
             taker?.resume(returning: false)
             return abandoned

@@ -57,7 +57,9 @@ extension DownloadManager {
             continuation.finish()
             return stream
         }
-        if let url, let receipt = book[url]?.receipt, receipt.state == .completed || receipt.state == .failed {
+        if let url, let receipt = book[DownloadKey(url)]?.receipt,
+            receipt.state == .completed || receipt.state == .failed
+        {
             continuation.yield(.stateChanged(receipt))
             continuation.finish()
             return stream
@@ -97,10 +99,10 @@ extension DownloadManager {
     }
 
     /// Logs a decision that is no event (`Configuration.log`, level `info`): a transfer's note.
-    func logNote(_ message: String, about url: URL) {
+    func logNote(_ message: String, about key: DownloadKey) {
         guard let log = configuration.log else { return }
-        var metadata = DownloadLogRecord.metadata(about: url)
-        if let receipt = book[url]?.receipt { metadata["bytes"] = String(receipt.totalBytesWritten) }
+        var metadata = DownloadLogRecord.metadata(about: key.url)
+        if let receipt = book[key]?.receipt { metadata["bytes"] = String(receipt.totalBytesWritten) }
         log(DownloadLogRecord(level: .info, message: message, metadata: metadata))
     }
 
@@ -113,8 +115,8 @@ extension DownloadManager {
     }
 
     /// The download rested: its `enqueue` progress callbacks get no more calls (see `CallbackChannel`).
-    func endProgress(_ url: URL) {
-        for channel in progressHandlers.removeValue(forKey: url) ?? [] { channel.progressEnded() }
+    func endProgress(_ key: DownloadKey) {
+        for channel in progressHandlers.removeValue(forKey: key) ?? [] { channel.progressEnded() }
     }
 }
 

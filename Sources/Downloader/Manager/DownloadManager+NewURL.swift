@@ -19,25 +19,25 @@ extension DownloadManager {
     /// - Throws: `DownloadError.invalidURL` or `.unsupportedScheme` for a `newURL` that cannot be downloaded.
     @discardableResult
     public func changeURL(of url: URL, to newURL: URL) throws(DownloadError) -> DownloadReceipt? {
-        let url = url.withoutCredentials
+        let key = DownloadKey(url.withoutCredentials)
         try newURL.validateForDownload()
-        guard var record = book[url], let state = machine.state(of: url), state != .completed else { return nil }
-        guard newURL.withoutCredentials != url else { return record.receipt }
+        guard var record = book[key], let state = machine.state(of: key), state != .completed else { return nil }
+        guard newURL.withoutCredentials != key.url else { return record.receipt }
         record.options.mirrors.removeAll { $0.withoutCredentials == newURL.withoutCredentials }
         record.options.mirrors.insert(newURL, at: 0)
-        book[url] = record
-        persist(url)
+        book[key] = record
+        persist(key)
         switch state {
         case .failed:
-            apply(machine.resume(url))
+            apply(machine.resume(key))
         case .downloading:
             // A new transfer reads the new mirrors: this one stops, and the next one starts when it has.
-            apply(machine.suspend(url))
-            apply(machine.resume(url))
+            apply(machine.suspend(key))
+            apply(machine.resume(key))
         case .queued, .suspended, .idle, .completed:
             break
         }
-        return book[url]?.receipt
+        return book[key]?.receipt
     }
 
     /// The unfinished download of the same file under another link: a link signed again (`?X-Amz-Signature=…`) has the
@@ -48,12 +48,12 @@ extension DownloadManager {
     /// - Returns: the most recently requested such download without a destination of its own; `nil` when none, or
     ///   when `url` is a download itself.
     public func unfinishedDownload(sameFileAs url: URL) -> DownloadReceipt? {
-        let url = url.withoutCredentials
-        guard book[url] == nil, let wanted = Self.fileIdentity(of: url) else { return nil }
+        let key = DownloadKey(url.withoutCredentials)
+        guard book[key] == nil, let wanted = Self.fileIdentity(of: key.url) else { return nil }
         for record in book.all.reversed() where record.options.destination == nil {
             let other = record.receipt.url
-            guard other != url, Self.fileIdentity(of: other) == wanted, record.receipt.state != .completed,
-                machine.completedFile(of: other) == nil
+            guard other != key.url, Self.fileIdentity(of: other) == wanted, record.receipt.state != .completed,
+                machine.completedFile(of: DownloadKey(other)) == nil
             else { continue }
             return record.receipt
         }
@@ -79,7 +79,8 @@ extension DownloadManager {
     public func unfinishedDownload(writingTo destination: URL) -> DownloadReceipt? {
         let target = destination.standardizedFileURL
         for record in book.all where record.options.destination?.standardizedFileURL == target {
-            guard record.receipt.state != .completed, machine.completedFile(of: record.receipt.url) == nil else {
+            guard record.receipt.state != .completed, machine.completedFile(of: DownloadKey(record.receipt.url)) == nil
+            else {
                 continue
             }
             return record.receipt

@@ -9,9 +9,10 @@ import Foundation
 extension DownloadManager {
     /// The download a URL names: the URL without its credentials (a download's identity). Credentials are kept in
     /// memory for its requests, the latest asked.
-    func identify(_ url: URL) -> URL {
-        let key = url.withoutCredentials
-        if key != url { credentialedURLs[key] = url }
+    func identify(_ url: URL) -> DownloadKey {
+        let plain = url.withoutCredentials
+        let key = DownloadKey(plain)
+        if plain != url { credentialedURLs[key] = url }
         return key
     }
 
@@ -34,19 +35,19 @@ extension DownloadManager {
     ///   - options: the request's options.
     /// - Returns: the error, `nil` when the request would be taken (started, joined or continued).
     public func refusal(ofRequestFor url: URL, options: DownloadOptions = DownloadOptions()) -> DownloadError? {
-        let url = url.withoutCredentials
+        let key = DownloadKey(url.withoutCredentials)
         let expectation: Checksum?
         do throws(DownloadError) {
             if let openError { throw openError }
-            try url.validateForDownload()
+            try key.url.validateForDownload()
             expectation = try options.expectation()
-            try validateDestination(options.destination, of: url)
+            try validateDestination(options.destination, of: key.url)
         } catch {
             return error
         }
-        let contradiction = book[url].flatMap { options.contradiction(joining: $0.options) }
-        return machine.refusal(of: url, expectation: expectation, contradiction: contradiction).map {
-            error(for: $0, of: url)
+        let contradiction = book[key].flatMap { options.contradiction(joining: $0.options) }
+        return machine.refusal(of: key, expectation: expectation, contradiction: contradiction).map {
+            error(for: $0, of: key)
         }
     }
 
@@ -54,34 +55,34 @@ extension DownloadManager {
     /// the machine.
     /// - Parameter forgetsWhenAnswered: the waiter is a batch's (see `Machine.request`).
     func request(
-        _ url: URL, options: DownloadOptions, waiter: Machine.WaiterID?, forgetsWhenAnswered: Bool = false
+        _ key: DownloadKey, options: DownloadOptions, waiter: Machine.WaiterID?, forgetsWhenAnswered: Bool = false
     ) {
         if machine.isShuttingDown {  // no receipt for a request that cannot start any more
             return apply(
                 machine.request(
-                    url, id: makeNumber(), expectation: nil, waiter: waiter, forgetsWhenAnswered: forgetsWhenAnswered))
+                    key, id: makeNumber(), expectation: nil, waiter: waiter, forgetsWhenAnswered: forgetsWhenAnswered))
         }
-        openRecord(url, options: options)
+        openRecord(key, options: options)
         var expectation: Checksum?
         do throws(DownloadError) {
             if let openError { throw openError }
-            try url.validateForDownload()
+            try key.url.validateForDownload()
             expectation = try options.expectation()
-            try validateDestination(options.destination, of: url)
+            try validateDestination(options.destination, of: key.url)
         } catch {
-            apply(machine.reject(url, error: error, waiter: waiter), requestOptions: options)
+            apply(machine.reject(key, error: error, waiter: waiter), requestOptions: options)
             return
         }
         // Only a request with an expectation changes the kept ones without a change of state (which saves anyway).
-        let expectations = expectation == nil ? nil : machine.expectations(of: url)
-        let contradiction = book[url].flatMap { options.contradiction(joining: $0.options) }
+        let expectations = expectation == nil ? nil : machine.expectations(of: key)
+        let contradiction = book[key].flatMap { options.contradiction(joining: $0.options) }
         apply(
             machine.request(
-                url, id: makeNumber(), expectation: expectation, priority: options.priority, waiter: waiter,
+                key, id: makeNumber(), expectation: expectation, priority: options.priority, waiter: waiter,
                 contradiction: contradiction, forgetsWhenAnswered: forgetsWhenAnswered),
             requestOptions: options)
         // An expectation that joined is part of the download's saved state at once.
-        if let expectations, machine.expectations(of: url) != expectations { persist(url) }
+        if let expectations, machine.expectations(of: key) != expectations { persist(key) }
     }
 
     /// A destination must be a file path outside the state folder, and not another download's file. (That it is not
@@ -105,8 +106,8 @@ extension DownloadManager {
         }
     }
 
-    func cancelWaiter(_ id: Machine.WaiterID, of url: URL) {
-        apply(machine.cancelWaiter(id, of: url))
+    func cancelWaiter(_ id: Machine.WaiterID, of key: DownloadKey) {
+        apply(machine.cancelWaiter(id, of: key))
     }
 
     /// What the actor keeps of a request the machine holds: its options, and the URL with the credentials it was
@@ -118,27 +119,27 @@ extension DownloadManager {
 
     /// Makes the download's record when it has none (a new download, or one a removal forgot), and marks a record
     /// whose requests carry credentials.
-    func openRecord(_ url: URL, options: DownloadOptions) {
-        if !book.contains(url) { book[url] = ReceiptRecord(receipt: freshReceipt(for: url), options: options) }
-        if (!credentialedURLs.isEmpty && credentialedURLs[url] != nil) || options.carriesSecretHeader {
-            book.update(url) { $0.needsCredentials = true }
+    func openRecord(_ key: DownloadKey, options: DownloadOptions) {
+        if !book.contains(key) { book[key] = ReceiptRecord(receipt: freshReceipt(for: key), options: options) }
+        if (!credentialedURLs.isEmpty && credentialedURLs[key] != nil) || options.carriesSecretHeader {
+            book.update(key) { $0.needsCredentials = true }
         }
     }
 
     /// A receipt for a download that has no file yet.
-    func freshReceipt(for url: URL) -> DownloadReceipt {
-        let key = DownloadDirectory.key(for: url)
+    func freshReceipt(for key: DownloadKey) -> DownloadReceipt {
+        let name = DownloadDirectory.key(for: key.url)
         return DownloadReceipt(
-            url: url, filename: DownloadDirectory.defaultFilename(for: url, key: key),
-            fileURL: directory.partialFile(key: key))
+            url: key.url, filename: DownloadDirectory.defaultFilename(for: key.url, key: name),
+            fileURL: directory.partialFile(key: name))
     }
 
     /// Looks at a completed file off the actor (still there with its recorded size?) and, when it is, puts it where
     /// the held request's explicit naming or destination asks; then reports to the machine. On the file-work queue:
     /// after the clean-ups queued before it, before any queued after.
-    func inspectCompletedFile(_ url: URL, request id: Machine.RequestID) {
-        let file = machine.completedFile(of: url)
-        let plan = file.flatMap { relocation(of: url, file: $0, for: heldRequests[id]?.options ?? DownloadOptions()) }
+    func inspectCompletedFile(_ key: DownloadKey, request id: Machine.RequestID) {
+        let file = machine.completedFile(of: key)
+        let plan = file.flatMap { relocation(of: key, file: $0, for: heldRequests[id]?.options ?? DownloadOptions()) }
         let fileWork = self.fileWork
         inspections[id] = Task { [weak self] in
             let outcome = await fileWork.run { () -> Inspection in
@@ -150,7 +151,7 @@ extension DownloadManager {
                     return .unplaced(error)
                 }
             }
-            await self?.completedFileInspected(url, request: id, outcome, relocation: plan)
+            await self?.completedFileInspected(key, request: id, outcome, relocation: plan)
         }
     }
 
@@ -167,52 +168,52 @@ extension DownloadManager {
     }
 
     private func completedFileInspected(
-        _ url: URL, request id: Machine.RequestID, _ outcome: Inspection, relocation: Relocation?
+        _ key: DownloadKey, request id: Machine.RequestID, _ outcome: Inspection, relocation: Relocation?
     ) {
         inspections[id] = nil
         var movedTo: URL?
-        if let relocation, var record = book[url], let file = machine.completedFile(of: url) {
+        if let relocation, var record = book[key], let file = machine.completedFile(of: key) {
             switch outcome {
             case .gone, .unplaced: break
             case .intact, .moved:
                 record.options.naming = relocation.options.naming
                 record.options.destination = relocation.options.destination
                 if case .moved(let moved) = outcome {
-                    if moved != file.url { directory.claims.release(file.url, of: url) }
+                    if moved != file.url { directory.claims.release(file.url, of: key.url) }
                     movedTo = moved
                     record.receipt.fileURL = moved
                     record.receipt.filename = moved.lastPathComponent
                 }
-                let movedFile = book[url]?.receipt != record.receipt
-                book[url] = record
-                persist(url)
+                let movedFile = book[key]?.receipt != record.receipt
+                book[key] = record
+                persist(key)
                 // The state is the same: the receipt changed otherwise.
                 if movedFile { emit(.progress(record.receipt)) }
             }
         }
-        let expectations = machine.expectations(of: url)
+        let expectations = machine.expectations(of: key)
         switch outcome {
-        case .gone: apply(machine.completedFileInspected(url, request: id, intact: false))
-        case .intact, .moved: apply(machine.completedFileInspected(url, request: id, intact: true, movedTo: movedTo))
+        case .gone: apply(machine.completedFileInspected(key, request: id, intact: false))
+        case .intact, .moved: apply(machine.completedFileInspected(key, request: id, intact: true, movedTo: movedTo))
         case .unplaced(let error):
-            apply(machine.completedFileInspected(url, request: id, intact: true, unplaced: error))
+            apply(machine.completedFileInspected(key, request: id, intact: true, unplaced: error))
         }
         // An expectation that joined is part of the download's saved state at once.
-        if book.contains(url), machine.expectations(of: url) != expectations { persist(url) }
+        if book.contains(key), machine.expectations(of: key) != expectations { persist(key) }
     }
 
     /// Where a request's explicit naming or destination puts a completed file (no network: it is the same file): a
     /// file in the completed area moves, a file at an earlier destination stays and the new place gets a copy.
     /// Options that choose neither, or choose what the download has, move nothing (`nil`).
-    private func relocation(of url: URL, file: CompletedFile, for requested: DownloadOptions) -> Relocation? {
-        guard requested.chosenNaming != nil || requested.destination != nil, let record = book[url] else { return nil }
+    private func relocation(of key: DownloadKey, file: CompletedFile, for requested: DownloadOptions) -> Relocation? {
+        guard requested.chosenNaming != nil || requested.destination != nil, let record = book[key] else { return nil }
         var options = record.options
         options.destination = requested.destination
         if let naming = requested.chosenNaming { options.naming = naming }
         guard options.destination != record.options.destination || options.naming != record.options.naming else {
             return nil
         }
-        let target = directory.placementTarget(for: options, url: url, suggested: record.suggestedFilename)
+        let target = directory.placementTarget(for: options, url: key.url, suggested: record.suggestedFilename)
         let inPlace: Bool
         switch target {
         case .replace(let path):
@@ -227,12 +228,12 @@ extension DownloadManager {
         placed.naming = options.naming
         placed.destination = options.destination
         let entry = JournalEntry(
-            placing: url, options: placed, expectations: machine.expectations(of: url), name: "",
+            placing: key.url, options: placed, expectations: machine.expectations(of: key), name: "",
             length: file.length, checksum: record.receipt.checksum, suggested: record.suggestedFilename)
         // A file at a destination the caller chose stays theirs: the new place gets a copy. A file in the completed
         // area (the manager's) moves.
         let move = Relocation.Move(
-            url: url, file: file, target: target, keepsOldFile: record.options.destination != nil, entry: entry,
+            url: key.url, file: file, target: target, keepsOldFile: record.options.destination != nil, entry: entry,
             journal: journal, claims: directory.claims)
         return Relocation(options: options, move: move)
     }

@@ -34,7 +34,7 @@ public actor DownloadManager {
     /// This library's version (semantic versioning), as in the default `User-Agent`.
     public static let version = LibraryVersion.current
 
-    typealias Machine = StateMachine<URL>
+    typealias Machine = StateMachine<DownloadKey>
 
     /// How this manager behaves.
     public nonisolated let configuration: Configuration
@@ -83,8 +83,8 @@ public actor DownloadManager {
     nonisolated let fileWork = FileWorkQueue()
 
     var machine: Machine
-    var book = ReceiptBook<URL>(identify: DownloadDirectory.key(for:))
-    var transfers: [URL: RunningTransfer] = [:]
+    var book = ReceiptBook<DownloadKey>(identify: { DownloadDirectory.key(for: $0.url) })
+    var transfers: [DownloadKey: RunningTransfer] = [:]
     /// A download's verified file: where it is and how long it is (the machine's `completedFile(of:)`).
     struct CompletedFile: Equatable, Sendable {
         var url: URL
@@ -98,12 +98,12 @@ public actor DownloadManager {
     /// The last number given to a waiter or a request (`makeNumber()`).
     var lastNumber = 0
     /// The `enqueue` callbacks that take a download's progress (see `CallbackChannel`).
-    var progressHandlers: [URL: [CallbackChannel]] = [:]
+    var progressHandlers: [DownloadKey: [CallbackChannel]] = [:]
     /// The `events()` and `events(for:)` streams.
     var eventSubscribers: [UUID: EventSubscriber] = [:]
     var ticker: Task<Void, Never>?
     /// Downloads whose record changed since the last save, and whether a save is scheduled (see `persist(_:)`).
-    var unsavedURLs: Set<URL> = []
+    var unsavedURLs: Set<DownloadKey> = []
     var receiptsSaveScheduled = false
     /// The shutdown: whether it began and whether its transfers ended is the machine's `lifecycle`; these are only
     /// who waits for the transfers to end, and the one-time finishing work (the last save, the lock, the session).
@@ -111,7 +111,7 @@ public actor DownloadManager {
     var shutdownTask: Task<Void, Never>?
     /// The URL with its credentials, for the requests of downloads asked with a user or password (keyed by the URL
     /// without them, the download's identity). In memory only: credentials are never saved.
-    var credentialedURLs: [URL: URL] = [:]
+    var credentialedURLs: [DownloadKey: URL] = [:]
     /// Completed files being hashed for an expectation (`verify`), until they report.
     var verifications: [UUID: Task<Void, Never>] = [:]
     /// The requests the machine holds (`.hold` to `.releaseRequest`), by request number.
@@ -196,16 +196,16 @@ public actor DownloadManager {
             sharedLimiter: BandwidthLimiter(bytesPerSecond: configuration.maximumBytesPerSecond))
         machine = Machine(limit: configuration.maximumActiveDownloads, prioritization: configuration.prioritization)
         for record in recovered?.records ?? [] {
-            let url = record.receipt.url
+            let key = DownloadKey(record.receipt.url)
             let hasCompletedFile = record.receipt.state == .completed || record.replacesCompletedFile
             machine.restore(
-                url, state: record.receipt.state, checksum: record.receipt.checksum,
+                key, state: record.receipt.state, checksum: record.receipt.checksum,
                 expectations: record.savedExpectations, priority: record.options.priority,
                 replacesCompletedFile: record.replacesCompletedFile, interrupted: record.receipt.isInterrupted,
                 completedFile: hasCompletedFile
                     ? CompletedFile(url: record.receipt.fileURL, length: record.receipt.totalBytesWritten) : nil)
-            book[url] = record
-            book[url]?.receipt.expectedChecksum = record.savedExpectations.own
+            book[key] = record
+            book[key]?.receipt.expectedChecksum = record.savedExpectations.own
         }
     }
 
@@ -240,16 +240,16 @@ public actor DownloadManager {
     ///   caller's options contradict the unfinished download's (see above); `CancellationError` when the calling task
     ///   is cancelled (the download is then suspended, unless another caller still waits for it).
     public func download(_ url: URL, options: DownloadOptions = DownloadOptions()) async throws -> DownloadReceipt {
-        let url = identify(url)
+        let key = identify(url)
         let id = makeNumber()
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation {
                 (continuation: CheckedContinuation<DownloadReceipt, any Error>) in
                 recipients[id] = .continuation(continuation)
-                request(url, options: options, waiter: id)
+                request(key, options: options, waiter: id)
             }
         } onCancel: {
-            Task { await self.cancelWaiter(id, of: url) }
+            Task { await self.cancelWaiter(id, of: key) }
         }
     }
 
@@ -283,7 +283,7 @@ public actor DownloadManager {
         progress: (@Sendable (DownloadReceipt) -> Void)? = nil,
         completion: (@Sendable (Result<DownloadReceipt, DownloadError>) -> Void)? = nil
     ) -> DownloadReceipt {
-        let url = identify(url)
+        let key = identify(url)
         var id: Machine.WaiterID?
         // The callbacks run on a dispatch queue of their own, never on this actor (see `CallbackChannel`).
         let channel =
@@ -292,21 +292,22 @@ public actor DownloadManager {
             id = makeNumber()
             recipients[id!] = .callback { channel.complete($0) }
         }
-        if let channel, progress != nil { progressHandlers[url, default: []].append(channel) }
-        request(url, options: options, waiter: id)
-        if machine.state(of: url)?.isResting ?? true { endProgress(url) }
+        if let channel, progress != nil { progressHandlers[key, default: []].append(channel) }
+        request(key, options: options, waiter: id)
+        if machine.state(of: key)?.isResting ?? true { endProgress(key) }
         if machine.isShuttingDown {  // refused: the receipt says so (the completion, if any, has the same error)
-            var refused = book[url]?.receipt ?? freshReceipt(for: url)
+            var refused = book[key]?.receipt ?? freshReceipt(for: key)
             refused.state = .failed
-            refused.error = .shutDown(url)
+            refused.error = .shutDown(key.url)
             return refused
         }
-        return book[url]?.receipt ?? DownloadReceipt(url: url, filename: "", fileURL: directory.partialFile(for: url))
+        return book[key]?.receipt
+            ?? DownloadReceipt(url: key.url, filename: "", fileURL: directory.partialFile(for: key.url))
     }
 
     /// The receipt of a URL, if the manager knows it.
     public func receipt(for url: URL) -> DownloadReceipt? {
-        book[url.withoutCredentials]?.receipt
+        book[DownloadKey(url.withoutCredentials)]?.receipt
     }
 
     /// The receipt whose `DownloadReceipt.identifier` is `identifier`, if the manager knows that download.
@@ -344,7 +345,7 @@ public actor DownloadManager {
     /// waiting download once the transfer has ended. A waiting download leaves the queue. Callers waiting for it get
     /// `DownloadError.suspended` (or the receipt, if it completed while stopping).
     public func suspend(_ url: URL) {
-        apply(machine.suspend(url.withoutCredentials))
+        apply(machine.suspend(DownloadKey(url.withoutCredentials)))
     }
 
     /// Pauses a download: the same as `suspend(receipt.url)` (both forms stay, see <doc:Design>).
@@ -354,15 +355,15 @@ public actor DownloadManager {
     /// - Returns: whether the manager knows that download.
     @discardableResult
     public func suspend(identifiedBy identifier: String) -> Bool {
-        guard let url = book.key(identifiedBy: identifier) else { return false }
-        suspend(url)
+        guard let key = book.key(identifiedBy: identifier) else { return false }
+        apply(machine.suspend(key))
         return true
     }
 
     /// Continues a suspended or failed download (queued until a slot is free), by Range from the partial file.
     public func resume(_ url: URL) {
-        let url = identify(url)
-        apply(machine.resume(url))
+        let key = identify(url)
+        apply(machine.resume(key))
     }
 
     /// Continues a download: the same as `resume(receipt.url)` (both forms stay, see <doc:Design>).
@@ -372,15 +373,15 @@ public actor DownloadManager {
     /// - Returns: whether the manager knows that download.
     @discardableResult
     public func resume(identifiedBy identifier: String) -> Bool {
-        guard let url = book.key(identifiedBy: identifier) else { return false }
-        resume(url)
+        guard let key = book.key(identifiedBy: identifier) else { return false }
+        resume(key.url)
         return true
     }
 
     /// Stops a download and deletes its files (partial and completed) and its receipt. Callers waiting for it get
     /// `DownloadError.cancelled`. Files of other downloads are never touched, even one with the same bytes.
     public func remove(_ url: URL) {
-        apply(machine.remove(url.withoutCredentials))
+        apply(machine.remove(DownloadKey(url.withoutCredentials)))
     }
 
     /// Stops a download and deletes its files and receipt: the same as `remove(receipt.url)` (both forms stay, see
@@ -392,8 +393,8 @@ public actor DownloadManager {
     /// - Returns: whether the manager knew that download.
     @discardableResult
     public func remove(identifiedBy identifier: String) -> Bool {
-        guard let url = book.key(identifiedBy: identifier) else { return false }
-        remove(url)
+        guard let key = book.key(identifiedBy: identifier) else { return false }
+        apply(machine.remove(key))
         return true
     }
 
@@ -401,11 +402,11 @@ public actor DownloadManager {
     /// a later request downloads it again. A download that is not complete has no file of the user's to keep; it is
     /// removed as by `remove(_:)` (its partial file is deleted). Callers waiting for it get `DownloadError.cancelled`.
     public func forget(_ url: URL) {
-        let url = url.withoutCredentials
+        let key = DownloadKey(url.withoutCredentials)
         // The machine releases the completed file first (`releaseCompletedFile`): unknown to the actor, it is never
         // deleted (not even by a replacement still stopping); it is the user's now, claimed by no download. A
         // download already removed (its files going) is not forgotten again (the machine ignores it).
-        apply(machine.remove(url, keepingCompletedFile: true))
+        apply(machine.remove(key, keepingCompletedFile: true))
     }
 
     /// Drops a download's receipt, keeping its completed file: the same as `forget(receipt.url)` (both forms stay,
@@ -417,8 +418,8 @@ public actor DownloadManager {
     /// - Returns: whether the manager knew that download.
     @discardableResult
     public func forget(identifiedBy identifier: String) -> Bool {
-        guard let url = book.key(identifiedBy: identifier) else { return false }
-        forget(url)
+        guard let key = book.key(identifiedBy: identifier) else { return false }
+        forget(key.url)
         return true
     }
 

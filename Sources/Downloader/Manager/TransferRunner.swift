@@ -32,7 +32,7 @@ struct TransferRunner: Sendable {
     ///   wait for (`Retry-After`) ends the generation (`.retryLater`): the download waits out of its slot.
     func run(
         url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int = 0, report: TransferReport
-    ) async -> (DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?) {
+    ) async -> (DownloadManager.StateMachine<DownloadKey>.TransferEnd, TransferResult?) {
         // Before any request (and off the manager's actor): a folder can never take the file.
         if let destination = options.destination,
             let refusal = FilePlacement.folderRefusal(at: destination, downloadURL: url.withoutCredentials)
@@ -104,7 +104,7 @@ extension TransferRunner {
         /// What follows.
         enum Action: Sendable {
             /// The generation ends so.
-            case end(DownloadManager.StateMachine<URL>.TransferEnd)
+            case end(DownloadManager.StateMachine<DownloadKey>.TransferEnd)
             /// Wait `retry.delay` seconds, then run another attempt (which resumes by Range).
             case retry(Retry)
         }
@@ -144,7 +144,7 @@ extension TransferRunner {
         }
 
         /// The backoff's wait was cancelled.
-        func waitCancelled() -> DownloadManager.StateMachine<URL>.TransferEnd { .cancelled }
+        func waitCancelled() -> DownloadManager.StateMachine<DownloadKey>.TransferEnd { .cancelled }
     }
 }
 
@@ -186,7 +186,7 @@ final class TransferReport: TransferObserver, Sendable {
         /// A retry about to happen (before its backoff).
         case retrying(TransferRunner.Retry)
         /// How the generation ended, and the file it produced when it completed. The last message.
-        case ended(DownloadManager.StateMachine<URL>.TransferEnd, TransferResult?)
+        case ended(DownloadManager.StateMachine<DownloadKey>.TransferEnd, TransferResult?)
 
         var isEnd: Bool {
             if case .ended = self { return true }
@@ -278,7 +278,7 @@ final class TransferReport: TransferObserver, Sendable {
     }
 
     /// The generation ended: the last message.
-    func ended(_ end: DownloadManager.StateMachine<URL>.TransferEnd, result: TransferResult?) {
+    func ended(_ end: DownloadManager.StateMachine<DownloadKey>.TransferEnd, result: TransferResult?) {
         send(.ended(end, result))
     }
 
