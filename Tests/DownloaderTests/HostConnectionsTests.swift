@@ -75,8 +75,10 @@ struct HostConnectionsTests {
         #expect(connections.limit(of: host) == 1, "one at a time until the host settles")
         check(connections.finished(host: host, now: second / 2, ending: .refused) == [], "a refusal's end is no answer")
         check(connections.request(3, host: host, rank: 0) == .go)
-        check(connections.refused(host: host, now: second) == .own, "a second after the last answer: its own")
-        check(connections.finished(host: host, now: second, ending: .refused) == [])
+        check(
+            connections.refused(host: host, now: 3 * second / 2) == .own,
+            "a second after the last excuse (and the answer before it): its own")
+        check(connections.finished(host: host, now: 3 * second / 2, ending: .refused) == [])
         // One answer excuses four lone refusals, no more, each counted.
         check(connections.request(4, host: host, rank: 0) == .go)
         check(connections.finished(host: host, now: 2 * second) == [], "answered")
@@ -93,6 +95,28 @@ struct HostConnectionsTests {
         check(two.refused(host: host, now: 0) == .tooMany)
         check(two.refused(host: host, now: 0) == .tooMany)
         #expect(two.limit(of: host) == 1)
+    }
+
+    @Test("Each excused lone refusal opens the window again: a slow machine's pauses do not run it out")
+    func settlingWindowFollowsTheExcuses() {
+        var connections = HostConnections(cap: nil, recoveryInterval: 100 * second, settleInterval: 5 * second)
+        check(connections.request(1, host: host, rank: 0) == .go)
+        check(connections.finished(host: host, now: 0) == [], "answered at 0 s")
+        // Four refusals 4 s apart: each within 5 s of the excuse before it, the last 16 s after the answer.
+        for attempt in 1...4 {
+            let now = UInt64(attempt) * 4 * second
+            check(connections.request(1 + attempt, host: host, rank: 0) == .go)
+            check(connections.refused(host: host, now: now) == .settling(attempt: attempt), "refusal \(attempt)")
+            check(connections.finished(host: host, now: now, ending: .refused) == [])
+        }
+        check(connections.request(9, host: host, rank: 0) == .go)
+        check(connections.refused(host: host, now: 17 * second) == .own, "a fifth is the request's own")
+        check(connections.finished(host: host, now: 17 * second, ending: .refused) == [])
+        // After a new answer, a refusal more than 5 s after it (and no excuse between) is its own.
+        check(connections.request(10, host: host, rank: 0) == .go)
+        check(connections.finished(host: host, now: 20 * second) == [])
+        check(connections.request(11, host: host, rank: 0) == .go)
+        check(connections.refused(host: host, now: 26 * second) == .own)
     }
 
     @Test("The gate's pauses for lone refusals after one answer double: 0.25, 0.5, 1 and 2 s, then the retry rules")
@@ -159,7 +183,7 @@ struct HostConnectionsTests {
             var inFlight: [String: Int] = [:]
             /// Of those, the refused ones (their end is no answer), and when an answered one last ended.
             var refused: [String: Int] = [:]
-            var answered: [String: (ended: UInt64, excused: Int)] = [:]
+            var answered: [String: (at: UInt64, excused: Int)] = [:]
             var waiting: [HostConnections.Ticket: String] = [:]
             var now: UInt64 = 0
             var nextTicket = 0
@@ -212,12 +236,12 @@ struct HostConnectionsTests {
                     let others = inFlight[host, default: 0] - refused[host, default: 0]
                     let excused =
                         answered[host].map {
-                            now < $0.ended + 4 && $0.excused < HostConnections.settlingPerAnswer
+                            now < $0.at + 4 && $0.excused < HostConnections.settlingPerAnswer
                         } == true
                     let attempt = (answered[host]?.excused ?? 0) + 1
                     let expected: HostConnections.Refusal =
                         others > 0 ? .tooMany : excused ? .settling(attempt: attempt) : .own
-                    if others == 0 && excused { answered[host]?.excused += 1 }
+                    if others == 0 && excused { answered[host] = (now, attempt) }
                     if connections.refused(host: host, now: now) != expected {
                         problems.append("seed \(seed): refusal misjudged, \(expected) expected")
                     }

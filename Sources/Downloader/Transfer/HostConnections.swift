@@ -19,11 +19,12 @@ import Foundation
 ///   taking each as "too many" ran 16 files one at a time).
 /// - A `503` or `429` for a request while others to its host are in flight means "too many" (nginx `limit_conn`, a
 ///   CDN's per-client limit): the host's limit drops to the others, and the refused request waits for its turn
-///   again without spending its download's retries. So do the first four refused alone within `settleInterval` of
-///   an answer there: the server may still count the answered request (nginx frees the slot when it finalises the
-///   request, which the next request can beat, and a busy server finalises later), and the refused request asks
-///   again after a pause that doubles each time (`Refusal.settling`). Any other refusal with nothing else in flight
-///   is the server's answer to this request alone: the download's retry rules take it.
+///   again without spending its download's retries. So do the first four refused alone after an answer there, each
+///   within `settleInterval` of the answer or of the refusal excused before it: the server may still count the
+///   answered request (nginx frees the slot when it finalises the request, which the next request can beat, and a
+///   busy server finalises later), and the refused request asks again after a pause that doubles each time
+///   (`Refusal.settling`). Any other refusal with nothing else in flight is the server's answer to this request
+///   alone: the download's retry rules take it.
 /// - A lowered limit rises by one every `recoveryInterval` without a new refusal, up to the number that was refused,
 ///   and is then forgotten.
 struct HostConnections: Sendable {
@@ -81,14 +82,16 @@ struct HostConnections: Sendable {
     let recoveryInterval: UInt64
     /// How long after an answer a lone refusal is still taken as "too many" (nanoseconds).
     let settleInterval: UInt64
-    /// How many lone refusals one answer excuses. With pauses of 0.25 s doubling (`ConnectionGate.settlingPause`),
-    /// the fourth asks again 3.75 s after the first, within `settleInterval`'s default. (Two were excused until a
-    /// loaded CI run finalised an answer after two checks of the next request.)
+    /// How many lone refusals one answer excuses: with pauses of 0.25 s doubling (`ConnectionGate.settlingPause`),
+    /// the fourth asks again 3.75 s after the first. (Two were excused until a loaded CI run finalised an answer after
+    /// two checks of the next request.)
     static let settlingPerAnswer = 4
     private(set) var hosts: [String: Host] = [:]
-    /// When a request to each host was last answered (uptime nanoseconds) and how many lone refusals were excused
-    /// since; hosts whose answer is older than `settleInterval` are dropped once there are many.
-    private var lastAnswer: [String: (ended: UInt64, excused: Int)] = [:]
+    /// When a request to each host was last answered, or a lone refusal after it last excused (uptime nanoseconds),
+    /// and how many lone refusals were excused since the answer; hosts whose time is older than `settleInterval` are
+    /// dropped once there are many. (Timed from the last excuse, not the answer: a loaded machine stretched four
+    /// pauses and their requests past 5 s after the answer, and the fourth refusal was taken as the request's own.)
+    private var lastAnswer: [String: (at: UInt64, excused: Int)] = [:]
     private var waitingHosts: [Ticket: String] = [:]
 
     /// Creates the counts with no request in flight.
@@ -142,7 +145,7 @@ struct HostConnections: Sendable {
         case .refused: entry.refusedInFlight = max(0, entry.refusedInFlight - 1)
         case .answered:
             lastAnswer[host] = (now, 0)
-            if lastAnswer.count > 256 { lastAnswer = lastAnswer.filter { now < $0.value.ended + settleInterval } }
+            if lastAnswer.count > 256 { lastAnswer = lastAnswer.filter { now < $0.value.at + settleInterval } }
         case .other: break
         }
         hosts[host] = entry
@@ -172,10 +175,10 @@ struct HostConnections: Sendable {
         // The requests still being answered there (another refused one is no longer).
         let others = entry.inFlight - entry.refusedInFlight
         guard others > 0 else {
-            guard let answer = lastAnswer[host], now < answer.ended + settleInterval,
+            guard let answer = lastAnswer[host], now < answer.at + settleInterval,
                 answer.excused < Self.settlingPerAnswer
             else { return .own }
-            lastAnswer[host]?.excused += 1
+            lastAnswer[host] = (at: now, excused: answer.excused + 1)
             // One at a time until the host settles: what else would go now would meet the same count.
             entry.lowered = (limit: 1, ceiling: max(2, entry.lowered?.ceiling ?? 2), since: now)
             return .settling(attempt: answer.excused + 1)
