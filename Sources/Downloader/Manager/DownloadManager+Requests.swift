@@ -7,8 +7,8 @@ import Foundation
 /// A caller's request on its way to the state machine: validated; for a completed download, its file looked at and
 /// moved where the request's options put it, off the actor.
 extension DownloadManager {
-    /// The download a URL names: the URL without its credentials (a download's identity). Credentials are kept in
-    /// memory for its requests, the latest asked.
+    /// The download a URL names: the key of the URL without its credentials (a download's identity), hashed once here
+    /// for every table the request touches. Credentials are kept in memory for its requests, the latest asked.
     func identify(_ url: URL) -> DownloadKey {
         let plain = url.withoutCredentials
         let key = DownloadKey(plain)
