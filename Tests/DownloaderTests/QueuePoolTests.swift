@@ -23,9 +23,9 @@ struct QueuePoolTests {
     }
 
     /// Bodies that wait for each other finish only if each runs on a thread of its own: a queue handed to two bodies
-    /// at once would hold the second behind the first, which waits for it (the deadline then fails the test). The
-    /// deadline is long: with the whole suite running beside two busy loops, the tasks that start the bodies once
-    /// waited 10 s for a cooperative thread.
+    /// at once would hold the second behind the first, which waits for it (120 s without a new start then fails the
+    /// test). The deadline is long and counts from the last start: with the whole suite running beside two busy
+    /// loops, the tasks that start the bodies once waited 10 s for a cooperative thread.
     @Test("Blocking bodies running at once each get a queue (and a thread) of their own, also after reuse")
     func concurrentBodies() async {
         for round in 0..<3 {
@@ -37,16 +37,22 @@ struct QueuePoolTests {
                     group.addTask {
                         await Blocking.run { () -> Bool in
                             started.signal()
-                            return release.wait(timeout: .now() + 90) == .success
+                            // Released by the waiter below in every case: the timeout is only a backstop.
+                            return release.wait(timeout: .now() + 600) == .success
                         }
                     }
                 }
                 // Every body started before any is released: they run at once. Waited for off the cooperative
                 // threads, by one more body.
                 let allStarted = await Blocking.run { () -> Bool in
+                    // A deadline per start, not for all: a slow machine starts them slowly but steadily, while two
+                    // bodies on one queue never start the second (a CI run under ThreadSanitizer took over 60 s to
+                    // start all eight).
                     var all = true
-                    let deadline = DispatchTime.now() + 60
-                    for _ in 0..<count where started.wait(timeout: deadline) != .success { all = false }
+                    for _ in 0..<count where started.wait(timeout: .now() + 120) != .success {
+                        all = false
+                        break
+                    }
                     for _ in 0..<count { release.signal() }
                     return all
                 }
