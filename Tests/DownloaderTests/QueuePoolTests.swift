@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import HTTPTestServer
 import Testing
 
 @testable import Downloader
@@ -23,8 +24,8 @@ struct QueuePoolTests {
     }
 
     /// Bodies that wait for each other finish only if each runs on a thread of its own: a queue handed to two bodies
-    /// at once would hold the second behind the first, which waits for it (120 s without a new start then fails the
-    /// test). The deadline is long and counts from the last start: with the whole suite running beside two busy
+    /// at once would hold the second behind the first, which waits for it (120 s without a new start, times
+    /// `TestTime.scale`, then fails the test). The deadline is long and counts from the last start: with the whole suite running beside two busy
     /// loops, the tasks that start the bodies once waited 10 s for a cooperative thread.
     @Test("Blocking bodies running at once each get a queue (and a thread) of their own, also after reuse")
     func concurrentBodies() async {
@@ -38,7 +39,7 @@ struct QueuePoolTests {
                         await Blocking.run { () -> Bool in
                             started.signal()
                             // Released by the waiter below in every case: the timeout is only a backstop.
-                            return release.wait(timeout: .now() + 600) == .success
+                            return release.wait(timeout: .now() + 600 * TestTime.scale) == .success
                         }
                     }
                 }
@@ -49,7 +50,7 @@ struct QueuePoolTests {
                     // bodies on one queue never start the second (a CI run under ThreadSanitizer took over 60 s to
                     // start all eight).
                     var all = true
-                    for _ in 0..<count where started.wait(timeout: .now() + 120) != .success {
+                    for _ in 0..<count where started.wait(timeout: .now() + 120 * TestTime.scale) != .success {
                         all = false
                         break
                     }
