@@ -93,6 +93,57 @@ struct ReceiptJournalTests {
         }
     }
 
+    @Test("Seeded changes over many compactions: right after each one, every download's last state is on disk")
+    func compactionSeeded() throws {
+        let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_JOURNAL_SEEDS"] ?? "") ?? 3
+        let states: [DownloadState] = [.queued, .downloading, .suspended, .failed]
+        for seed in 1...seeds {
+            let (directory, folder) = try makeStateFolder()
+            defer { directory.remove() }
+            let file = folder.url(of: ReceiptJournal.name, in: .state)
+            var journal = try ReceiptJournal.open(folder).journal
+            let urls = (0..<12).map { URL(string: "http://127.0.0.1:1/\($0)")! }
+            var random = SeededGenerator(seed: seed)
+            var model: [URL: DownloadState] = [:]
+            var (size, compactions): (Int64, Int) = (0, 0)
+            // About 2 MB of lines: the file passes 256 KiB, and is compacted, several times.
+            for _ in 0..<8_000 {
+                let url = urls[Int(random.next() % 12)]
+                let state = states[Int(random.next() % 4)]
+                switch random.next() % 8 {
+                case 0:
+                    journal.noteRemoval(url)
+                    model[url] = nil
+                case 1:
+                    journal.appendNow([.put(entry(state, url))])
+                    model[url] = state
+                default:
+                    journal.append([.put(entry(state, url))])
+                    model[url] = state
+                }
+                journal.flush()
+                let now = fileSize(file) ?? 0
+                defer { size = now }
+                guard now < size else { continue }
+                // Compacted by this change: what is on disk now must be every download's last state.
+                compactions += 1
+                journal.close()
+                let (reopened, entries, problem) = try ReceiptJournal.open(folder)
+                let found = Dictionary(uniqueKeysWithValues: entries.map { ($0.url, $0.state) })
+                #expect(problem == nil && found == model, "seed \(seed) (DOWNLOADER_JOURNAL_SEEDS replays 1...N)")
+                // One line a download: one removed and asked for again is not copied twice.
+                let lines = (try? Data(contentsOf: file)).map { $0.filter { $0 == 0x0a }.count } ?? -1
+                #expect(lines == model.count, "seed \(seed): \(lines) lines for \(model.count) downloads")
+                journal = reopened
+            }
+            journal.close()
+            #expect(compactions >= 3, "seed \(seed): \(compactions) compactions")
+            let last = try ReceiptJournal.open(folder).entries
+            let states = Dictionary(uniqueKeysWithValues: last.map { ($0.url, $0.state) })
+            #expect(states == model, "seed \(seed) (DOWNLOADER_JOURNAL_SEEDS replays 1...N)")
+        }
+    }
+
     @Test("Thousands of changes to a few receipts keep the file proportional to the receipts (compaction)")
     func compaction() throws {
         let (directory, folder) = try makeStateFolder()

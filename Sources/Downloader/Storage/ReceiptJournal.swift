@@ -55,6 +55,8 @@ final class ReceiptJournal: @unchecked Sendable {
     private var syncScheduled = false
     private var retryScheduled = false
     private var isClosed = false
+    /// Whether the last report was a failure (`report`).
+    private var isFailing = false
 
     private init(folder: StateFolder, onSaveError: @escaping @Sendable (DownloadError?) -> Void) {
         self.folder = folder
@@ -204,8 +206,8 @@ final class ReceiptJournal: @unchecked Sendable {
             let data = line.journalLine(key: key)
             var isRemoval = false
             if case .remove = line { isRemoval = true }
-            if let position = unsavedPosition[key] { unsaved[position] = nil }
-            unsavedPosition[key] = unsaved.count
+            // One hash of the key a dictionary, not two (each hashes the whole URL; issue #52).
+            if let position = unsavedPosition.updateValue(unsaved.count, forKey: key) { unsaved[position] = nil }
             unsaved.append((key, data, isRemoval))
         }
         writeUnsaved()
@@ -217,15 +219,19 @@ final class ReceiptJournal: @unchecked Sendable {
     private func withPlacement(_ line: JournalLine) -> JournalLine {
         let key = line.url.absoluteString
         guard case .put(var entry) = line else {
-            placements[key] = nil
+            placements.removeValue(forKey: key)
             return line
         }
         if let placement = entry.placement {
             placements[key] = placement
-        } else if entry.state == .completed || (entry.replaced != nil && entry.replaced == placements[key]) {
-            placements[key] = nil
-        } else if let placement = placements[key] {
-            entry.placement = placement
+            return line
+        }
+        // Most lines have no placement pending: one look-up decides.
+        guard let pending = placements[key] else { return line }
+        if entry.state == .completed || (entry.replaced != nil && entry.replaced == pending) {
+            placements.removeValue(forKey: key)
+        } else {
+            entry.placement = pending
             return .put(entry)
         }
         return line
@@ -248,12 +254,12 @@ final class ReceiptJournal: @unchecked Sendable {
         for case let item? in unsaved {
             let range = offset..<(offset + item.line.count)
             offset = range.upperBound
-            liveBytes -= index[item.key]?.count ?? 0
             if item.isRemoval {
-                index[item.key] = nil
+                liveBytes -= index.removeValue(forKey: item.key)?.count ?? 0
+            } else if let old = index.updateValue(range, forKey: item.key) {
+                liveBytes += range.count - old.count
             } else {
-                if index[item.key] == nil { order.append(item.key) }
-                index[item.key] = range
+                order.append(item.key)
                 liveBytes += range.count
             }
         }
@@ -268,6 +274,9 @@ final class ReceiptJournal: @unchecked Sendable {
     }
 
     private func report(_ error: DownloadError?) {
+        // A save after a save: nothing to report, and no lock taken (each write reports; issue #52).
+        guard error != nil || isFailing else { return }
+        isFailing = error != nil
         let changed = lastSaveError.withLock { last -> Bool in
             defer { last = error }
             return (last == nil) != (error == nil)
@@ -303,16 +312,32 @@ final class ReceiptJournal: @unchecked Sendable {
     /// Atomically replaces the file with each live download's latest line, copied as bytes (nothing is decoded).
     private func compact() {
         let data = readWhole()
-        order.removeAll { index[$0] == nil }
-        var content = Data()
+        // The bytes are copied into one buffer: a `Data.append` a line cost 1,200 instructions (issue #52).
+        // A download removed and asked for again is in `order` twice: its place is the later one, and its line is
+        // copied once (each place copied it before, and the copies counted as live).
+        var seen = Set<String>(minimumCapacity: index.count)
+        var live: [(key: String, range: Range<Int>)] = []
+        live.reserveCapacity(index.count)
+        for key in order.reversed() where seen.insert(key).inserted {
+            if let range = index[key] { live.append((key, range)) }
+        }
+        live.reverse()
+        order = live.map(\.key)
+        var content: [UInt8] = []
+        content.reserveCapacity(liveBytes)
         var moved: [String: Range<Int>] = [:]
-        for key in order {
-            guard let range = index[key], range.upperBound <= data.count else { continue }
-            moved[key] = content.count..<(content.count + range.count)
-            content.append(data[range])
+        moved.reserveCapacity(live.count)
+        var kept: [String] = []
+        kept.reserveCapacity(live.count)
+        data.withUnsafeBytes { bytes in
+            for (key, range) in live where range.upperBound <= bytes.count {
+                moved[key] = content.count..<(content.count + range.count)
+                kept.append(key)
+                content.append(contentsOf: bytes[range])
+            }
         }
         do {
-            try folder.write(content, to: Self.name, in: .state, durable: true)
+            try folder.write(Data(content), to: Self.name, in: .state, durable: true)
         } catch {
             report(
                 .fileSystem(file, reason: "cannot rewrite the receipts in \(file.path): \(error.localizedDescription)"))
@@ -320,7 +345,7 @@ final class ReceiptJournal: @unchecked Sendable {
         }
         try? openForAppending(truncatingTo: content.count)
         index = moved
-        order.removeAll { moved[$0] == nil }
+        order = kept
         liveBytes = content.count
     }
 }
