@@ -196,51 +196,65 @@ final class ReceiptJournal: @unchecked Sendable {
     ///   - count: the removals noted before these lines were handed over (`noteRemoval`): those go first.
     private func write(_ lines: [JournalLine], after count: Int) {
         guard !isClosed else { return }
-        let removals = noted.withLock { noted -> [JournalLine] in
+        let removals = noted.withLock { noted -> [URL] in
             let due = noted.removals.prefix { $0.number < count }
             noted.removals.removeFirst(due.count)
-            return due.map { .remove($0.url) }
+            return due.map(\.url)
         }
-        for line in (removals + lines).map(withPlacement) {
-            let key = line.url.absoluteString
-            let data = line.journalLine(key: key)
-            var isRemoval = false
-            if case .remove = line { isRemoval = true }
-            // One hash of the key a dictionary, not two (each hashes the whole URL; issue #52).
-            if let position = unsavedPosition.updateValue(unsaved.count, forKey: key) { unsaved[position] = nil }
-            unsaved.append((key, data, isRemoval))
-        }
+        // The lines are read where they are: a copy of a put into a new array retains every reference its entry holds
+        // (issue #52).
+        for url in removals { add(.remove(url)) }
+        for line in lines { add(line) }
         writeUnsaved()
+    }
+
+    /// Adds a line to the unsaved ones, replacing its download's older unsaved line.
+    private func add(_ line: JournalLine) {
+        let key: String
+        let data: [UInt8]
+        var isRemoval = false
+        switch line {
+        case .remove(let url):
+            key = url.absoluteString
+            placements.removeValue(forKey: key)
+            data = line.journalLine(key: key)
+            isRemoval = true
+        case .put(let entry):
+            key = entry.url.absoluteString
+            data =
+                carryingPlacement(entry, key: key).map { JournalLine.put($0).journalLine(key: key) }
+                ?? line.journalLine(key: key)
+        }
+        // One hash of the key a dictionary, not two (each hashes the whole URL; issue #52).
+        if let position = unsavedPosition.updateValue(unsaved.count, forKey: key) { unsaved[position] = nil }
+        unsaved.append((key, data, isRemoval))
     }
 
     /// Applies the placement rule: a line carries the pending placement of its download until one supersedes it — a
     /// completed line, or a line whose `replaced` file is the placed one (the move is done, and a newer version is
     /// downloading already).
-    private func withPlacement(_ line: JournalLine) -> JournalLine {
-        let key = line.url.absoluteString
-        guard case .put(var entry) = line else {
-            placements.removeValue(forKey: key)
-            return line
-        }
+    /// - Returns: the entry with the pending placement when it must carry it; `nil` when it is written as it is.
+    private func carryingPlacement(_ entry: JournalEntry, key: String) -> JournalEntry? {
         if let placement = entry.placement {
             placements[key] = placement
-            return line
+            return nil
         }
         // Most lines have no placement pending: one look-up decides.
-        guard let pending = placements[key] else { return line }
+        guard let pending = placements[key] else { return nil }
         if entry.state == .completed || (entry.replaced != nil && entry.replaced == pending) {
             placements.removeValue(forKey: key)
-        } else {
-            entry.placement = pending
-            return .put(entry)
+            return nil
         }
-        return line
+        var carried = entry
+        carried.placement = pending
+        return carried
     }
 
     /// Writes every unsaved line with one `write(2)`; on failure the file is cut back to its last whole line.
     private func writeUnsaved() {
         guard !unsaved.isEmpty, fd >= 0 else { return }
         var batch: [UInt8] = []
+        batch.reserveCapacity(unsaved.reduce(0) { $0 + ($1?.line.count ?? 0) })
         for case let item? in unsaved { batch.append(contentsOf: item.line) }
         do {
             try batch.withUnsafeBytes { try AtomicFile.writeAll(fd, $0) }
