@@ -126,37 +126,43 @@ extension DownloadManager {
         let kept = machine.receiptFacts(of: key)
         // Also after a replacement that failed: the receipt describes the file that is still there.
         let completed = state == .completed ? machine.completedFile(of: key) : nil
-        let changed = book.update(key) { record -> (before: DownloadReceipt, after: DownloadReceipt) in
-            let before = record.receipt
-            record.receipt.state = state
-            record.receipt.expectedChecksum = kept.expectations.own
-            record.receipt.isInterrupted = kept.isInterrupted
+        // The receipt is changed field by field, each only when it differs, instead of compared whole with a copy of
+        // itself, and copied out only for a listener (two copies and a comparison a state change; issue #52).
+        let listening = configuration.log != nil || hears(.stateChanged) || hears(.progress)
+        let changed = book.update(key) { record -> (stateChanged: Bool, differs: Bool, receipt: DownloadReceipt?) in
+            var differs = false
+            let stateChanged = record.receipt.state != state
+            change(&record.receipt.state, to: state, &differs)
+            change(&record.receipt.expectedChecksum, to: kept.expectations.own, &differs)
+            change(&record.receipt.isInterrupted, to: kept.isInterrupted, &differs)
             if let completed {
-                record.receipt.fileURL = completed.url
-                record.receipt.filename = completed.url.fileName
-                record.receipt.totalBytesWritten = completed.length
-                record.receipt.totalBytesExpectedToWrite = completed.length
+                change(&record.receipt.fileURL, to: completed.url, &differs)
+                change(&record.receipt.filename, to: completed.url.fileName, &differs)
+                change(&record.receipt.totalBytesWritten, to: completed.length, &differs)
+                change(&record.receipt.totalBytesExpectedToWrite, to: completed.length, &differs)
             }
             if state != .downloading {
-                record.receipt.bytesPerSecond = nil
-                record.receipt.estimatedTimeRemaining = nil
-                record.receipt.activeConnections = 0
+                change(&record.receipt.bytesPerSecond, to: nil, &differs)
+                change(&record.receipt.estimatedTimeRemaining, to: nil, &differs)
+                change(&record.receipt.activeConnections, to: 0, &differs)
             }
-            if state != .failed && state != .completed { record.receipt.error = nil }
-            return (before, record.receipt)
+            if state != .failed && state != .completed { change(&record.receipt.error, to: nil, &differs) }
+            return (stateChanged, differs, listening && differs ? record.receipt : nil)
         }
-        guard let (before, receipt) = changed else { return }
+        guard let (stateChanged, differs, receipt) = changed else { return }
         if state.isResting && !progressHandlers.isEmpty { endProgress(key) }
         // The receipt carries the machine's expectation already: saved as it is (no `persist` look-ups again).
-        guard before.state != state else {
-            if before != receipt {
-                emit(.progress(receipt))
-                markUnsaved(key)
-            }
-            return
-        }
-        emit(.stateChanged(receipt))
+        guard differs else { return }
+        if let receipt { emit(stateChanged ? .stateChanged(receipt) : .progress(receipt)) }
         markUnsaved(key)
+    }
+
+    /// Sets `field` to `value` when they differ, and then `differs`.
+    @inline(__always)
+    private func change<Value: Equatable>(_ field: inout Value, to value: Value, _ differs: inout Bool) {
+        guard field != value else { return }
+        field = value
+        differs = true
     }
 
     /// Records the file a generation produced as the download's completed file in its receipt.

@@ -80,6 +80,7 @@ extension DownloadManager {
     ///   - record: what the log gets instead of the event's own record (one with more detail).
     func emit(_ event: DownloadEvent, logging record: DownloadLogRecord? = nil) {
         if let log = configuration.log, let record = record ?? DownloadLogRecord(event) { log(record) }
+        guard hears(event.kind) else { return }
         let url = event.url
         let ends: Bool
         switch event {
@@ -96,6 +97,13 @@ extension DownloadManager {
                 subscriber.continuation.finish()
             }
         }
+    }
+
+    /// Whether a subscriber may want an event of `kind`: one takes the kind, or follows one download (it is told of
+    /// that download's end). `false` skips the event's URL and the subscribers' loop (issue #52: `dl -q` takes
+    /// warnings only, and a batch none).
+    func hears(_ kind: DownloadEvent.Kind) -> Bool {
+        eventSubscribers.values.contains { $0.url != nil || $0.takes(kind) }
     }
 
     /// Logs a decision that is no event (`Configuration.log`, level `info`): a transfer's note.
