@@ -58,7 +58,7 @@ extension DownloadManager {
             case .complete(let key, _, let replaced):
                 complete(key, produced, replaced: replaced)
             case .succeed(let ids, let key):
-                guard let receipt = book[key]?.receipt else { continue }
+                guard let receipt = book.update(key, \.receipt) else { continue }  // the receipt alone is copied
                 answer(ids, with: .success(receipt))
             case .fail(let ids, let key, let failure):
                 answer(ids, key: key, failure)
@@ -194,14 +194,16 @@ extension DownloadManager {
     // MARK: - Transfers
 
     private func startTransfer(_ key: DownloadKey, generation: Machine.Generation, _ start: Machine.Start) {
-        guard let record = book[key] else {
+        // What the transfer needs of the record, read where it is (a copy retains every reference it holds).
+        let read = book.update(key) { ($0.options, $0.receipt.totalBytesWritten, $0.receipt.totalBytesExpectedToWrite) }
+        guard let (recordOptions, written, total) = read else {
             // Never expected (every download the machine runs has a record): said loudly in debug builds, and the
             // generation ends at once in release, so that nothing (a shutdown) waits for a transfer that never ran.
             assertionFailure("a transfer of \(key.url.absoluteString) was to start without the download's record")
             apply(machine.transferEnded(key, generation: generation, .cancelled))
             return
         }
-        var options = record.options
+        var options = recordOptions
         options.checksum = start.expectation  // the machine's: the caller's, or the new one of a replacement
         options.expectedMD5 = nil
         let replacing = start.replacesCompletedFile ? machine.completedFile(of: key)?.url : nil
@@ -211,9 +213,9 @@ extension DownloadManager {
         // The one way up from the transfer: counts, the placement (journaled before the file moves), then news and
         // the end in order.
         let report = TransferReport(
-            written: record.receipt.totalBytesWritten, total: record.receipt.totalBytesExpectedToWrite,
+            written: written, total: total,
             placement: .init(
-                journal: journal, url: key.url, options: record.options, expectations: machine.expectations(of: key)))
+                journal: journal, url: key.url, options: recordOptions, expectations: machine.expectations(of: key)))
         let (runOptions, retriesMade) = (options, start.retriesMade)
         let partial = PartialFiles(folder: directory.state, url: key.url)
         let task = Task.detached { [weak self] in
@@ -233,7 +235,7 @@ extension DownloadManager {
             }
         }
         var running = RunningTransfer(generation: generation, task: task, report: report)
-        _ = running.meter.sample(bytes: record.receipt.totalBytesWritten)  // the speed counts from the start
+        _ = running.meter.sample(bytes: written)  // the speed counts from the start
         transfers[key] = running
         trimmer?.transfersRunning(transfers.count)
         startTickerIfNeeded()
@@ -405,8 +407,9 @@ extension DownloadManager {
     func saveReceipts() {
         receiptsSaveScheduled = false
         // In request order: the journal's order is what `allReceipts` shows after a restart.
+        // Each record is read where it is (`update`), not copied out: a copy retains every reference it holds.
         let lines = book.inRequestOrder(unsavedURLs).map { key in
-            book[key].map { record in
+            book.update(key) { record in
                 var entry = JournalEntry(record, expectations: machine.expectations(of: key))
                 if record.receipt.state != .completed, let file = machine.completedFile(of: key) {
                     entry.replaced = .init(

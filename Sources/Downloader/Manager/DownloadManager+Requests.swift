@@ -45,7 +45,7 @@ extension DownloadManager {
         } catch {
             return error
         }
-        let contradiction = book[key].flatMap { options.contradiction(joining: $0.options) }
+        let contradiction = book.update(key) { options.contradiction(joining: $0.options) } ?? nil  // no record copy
         return machine.refusal(of: key, expectation: expectation, contradiction: contradiction).map {
             error(for: $0, of: key)
         }
@@ -75,7 +75,7 @@ extension DownloadManager {
         }
         // Only a request with an expectation changes the kept ones without a change of state (which saves anyway).
         let expectations = expectation == nil ? nil : machine.expectations(of: key)
-        let contradiction = book[key].flatMap { options.contradiction(joining: $0.options) }
+        let contradiction = book.update(key) { options.contradiction(joining: $0.options) } ?? nil  // no record copy
         apply(
             machine.request(
                 key, id: makeNumber(), expectation: expectation, priority: options.priority, waiter: waiter,

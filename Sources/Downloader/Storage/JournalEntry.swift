@@ -81,18 +81,18 @@ struct JournalEntry: Codable, Sendable, Equatable {
     ///   - expectations: the expected checksums it keeps (they replace the options' own); `nil` keeps the options'
     ///     own.
     init(_ record: ReceiptRecord, expectations: KeptExpectations? = nil) {
-        let receipt = record.receipt
-        url = receipt.url
+        // Field by field from the record: a copy of its receipt first retained every reference it holds (issue #52).
+        url = record.receipt.url
         options = record.options
-        state = receipt.state
-        filename = receipt.state == .completed ? receipt.fileURL.fileName : nil
-        totalBytesExpected = receipt.totalBytesExpectedToWrite
-        checksum = receipt.checksum
-        verification = receipt.verification
-        error = receipt.error
+        state = record.receipt.state
+        filename = record.receipt.state == .completed ? record.receipt.fileURL.fileName : nil
+        totalBytesExpected = record.receipt.totalBytesExpectedToWrite
+        checksum = record.receipt.checksum
+        verification = record.receipt.verification
+        error = record.receipt.error
         suggestedFilename = record.suggestedFilename
         if record.needsCredentials { credentialsNotSaved = true }
-        if receipt.isInterrupted { interrupted = true }
+        if record.receipt.isInterrupted { interrupted = true }
         keep(expectations)
     }
 
