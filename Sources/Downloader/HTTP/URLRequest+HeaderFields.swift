@@ -32,12 +32,14 @@ extension URLRequest {
                 return
             }
             var all = allHTTPHeaderFields ?? [:]
+            all.reserveCapacity(all.count + fields.count)  // no regrowth on the way (two a fresh request)
             for (name, value) in fields {
                 assert(name.capitalized == name, "\(name) is not in the form corelibs stores")
-                if all[name] == nil, let other = all.keys.first(where: { Self.equalIgnoringASCIICase($0, name) }) {
-                    all[other] = nil
-                }
-                all[name] = value
+                // One look-up for a name that is there or new; the fields are searched only for a new one.
+                guard all.updateValue(value, forKey: name) == nil,
+                    let other = all.keys.first(where: { $0 != name && Self.equalIgnoringASCIICase($0, name) })
+                else { continue }
+                all[other] = nil
             }
             allHTTPHeaderFields = all
         #else
