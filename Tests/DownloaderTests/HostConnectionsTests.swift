@@ -205,8 +205,22 @@ struct HostConnectionsTests {
             for _ in 0..<300 {
                 now += UInt64.random(in: 0...3, using: &random)
                 let host = hosts.randomElement(using: &random)!
-                switch Int.random(in: 0..<10, using: &random) {
+                let kind = Int.random(in: 0..<10, using: &random)
+                switch kind {
                 case 0..<4:
+                    if kind < 2 {
+                        // At once, as `request` would let it go: with room, and nobody waiting there.
+                        let room = inFlight[host, default: 0] < (connections.limit(of: host) ?? .max)
+                        let somebodyWaits = waiting.values.contains(host)
+                        if connections.requestAtOnce(host: host) {
+                            if !room || somebodyWaits {
+                                problems.append("seed \(seed): went at once, full or past others")
+                            }
+                            inFlight[host, default: 0] += 1
+                            break
+                        }
+                        if room && !somebodyWaits { problems.append("seed \(seed): did not go at once with room") }
+                    }
                     let ticket = nextTicket
                     nextTicket += 1
                     let before = inFlight[host, default: 0]
