@@ -225,7 +225,8 @@ extension DownloadManager {
                 await self?.transferReported(message, key: key, generation: generation, leftOnDisk: nil)
             }
             await runner.runReporting(
-                url: requestURL, options: runOptions, replacing: replacing, retriesMade: retriesMade, report: report)
+                url: requestURL, options: runOptions, replacing: replacing, retriesMade: retriesMade, report: report,
+                partialKey: partial.key)
             await report.pumped()
             while let message = await report.next() {
                 // What a transfer that produced no file left on disk, read here: no file I/O on the actor.

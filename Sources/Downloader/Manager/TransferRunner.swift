@@ -28,10 +28,12 @@ struct TransferRunner: Sendable {
     ///   - retriesMade: retries of the limit spent by the generation before (which ended to wait a `Retry-After`).
     ///   - report: told by every attempt what happens (`TransferObserver`), and by the runner each retry before its
     ///     backoff.
+    ///   - partialKey: the download's key (`DownloadDirectory.key(for:)`), when the caller has it already.
     /// - Returns: how the generation ended, and the file it produced when it completed. A retry the server asked to
     ///   wait for (`Retry-After`) ends the generation (`.retryLater`): the download waits out of its slot.
     func run(
-        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int = 0, report: TransferReport
+        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int = 0, report: TransferReport,
+        partialKey: String? = nil
     ) async -> (DownloadManager.StateMachine<DownloadKey>.TransferEnd, TransferResult?) {
         // Before any request (and off the manager's actor): a folder can never take the file.
         if let destination = options.destination,
@@ -46,7 +48,7 @@ struct TransferRunner: Sendable {
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, limiters: limiters, rank: rank, observer: report)
+                replacing: replacing, limiters: limiters, rank: rank, observer: report, partialKey: partialKey)
             let attempt: Retries.AttemptEnd
             var result: TransferResult?
             do throws(DownloadError) {
@@ -78,10 +80,12 @@ struct TransferRunner: Sendable {
 extension TransferRunner {
     /// Runs the generation (`run`) and tells `report` how it ended: its last message.
     func runReporting(
-        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int, report: TransferReport
+        url: URL, options: DownloadOptions, replacing: URL?, retriesMade: Int, report: TransferReport,
+        partialKey: String? = nil
     ) async {
         let (end, result) = await run(
-            url: url, options: options, replacing: replacing, retriesMade: retriesMade, report: report)
+            url: url, options: options, replacing: replacing, retriesMade: retriesMade, report: report,
+            partialKey: partialKey)
         report.ended(end, result: result)
     }
 }

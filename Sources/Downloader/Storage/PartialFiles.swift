@@ -67,10 +67,15 @@ struct PartialFiles: Sendable {
     /// The download, for error messages.
     let url: URL
 
-    init(folder: StateFolder, url: URL) {
+    /// - Parameters:
+    ///   - folder: the state folder.
+    ///   - url: the download.
+    ///   - key: the download's key (`DownloadDirectory.key(for:)`) when the caller has it already: an MD5 of the URL
+    ///     less (issue #52).
+    init(folder: StateFolder, url: URL, key: String? = nil) {
         self.folder = folder
         self.url = url
-        key = DownloadDirectory.key(for: url)
+        self.key = key ?? DownloadDirectory.key(for: url)
     }
 
     var partialName: String { key + ".part" }

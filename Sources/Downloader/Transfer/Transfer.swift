@@ -120,6 +120,8 @@ final class Transfer: Sendable {
     /// Told, as it happens, the bytes on disk, the requests in flight, where the verified file goes just before it
     /// moves, and what the transfer decided (`TransferObserver`).
     let observer: any TransferObserver
+    /// The download's key, when the caller had it (else computed when the transfer runs).
+    let partialKey: String?
     /// Its requests' rank at a host's connection gate (uptime nanoseconds; lower goes first), so that an older
     /// download's next window goes before a newer one's (`SessionBridge.perform`): when its run began, kept by every
     /// retry (`TransferRunner`), so a retried download does not go to the back of its host's queue.
@@ -136,13 +138,15 @@ final class Transfer: Sendable {
     ///   - limiters: bandwidth limits to keep.
     ///   - rank: its requests' rank at a host's connection gate (by default, now).
     ///   - observer: told what happens, as it happens.
+    ///   - partialKey: the download's key (`DownloadDirectory.key(for:)`), when the caller has it already.
     init(
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
         configuration: Configuration = Configuration(), replacing: URL? = nil, limiters: [BandwidthLimiter] = [],
         rank: UInt64 = DispatchTime.now().uptimeNanoseconds,
-        observer: any TransferObserver = IgnoringTransferObserver()
+        observer: any TransferObserver, partialKey: String? = nil
     ) {
         self.rank = rank
+        self.partialKey = partialKey
         self.url = url
         self.origin = url.origin
         self.options = options
@@ -179,7 +183,7 @@ final class Transfer: Sendable {
         let expected = try options.expectation()
         try directory.createAreas()
         let pipeline = DiskPipeline(
-            url: url, files: PartialFiles(folder: directory.state, url: url), expectation: expected,
+            url: url, files: PartialFiles(folder: directory.state, url: url, key: partialKey), expectation: expected,
             hashesByDefault: options.computesChecksum, hashBacklogLimit: configuration.hashBacklogLimit,
             checksFreeSpace: configuration.checksFreeSpace, allocation: configuration.fileAllocation,
             copiesChunks: configuration.copiesChunks,

@@ -38,11 +38,3 @@ enum TransferNews: Sendable, Equatable {
     /// A decision worth a log line (a response ended early because the disk fell behind).
     case note(String)
 }
-
-/// An observer that keeps nothing: for transfers whose news nobody needs (engine tests, probes).
-struct IgnoringTransferObserver: TransferObserver {
-    func transferProgressed(written: Int64, total: Int64?) {}
-    func transferRequestsChanged(by delta: Int) {}
-    func transferWillPlace(_ placement: TransferPlacement) {}
-    func transferSays(_ news: TransferNews) {}
-}
