@@ -53,6 +53,31 @@ final class StateFolderTests: Sendable {
         #expect(otherContents() == before, "nothing outside was touched")
     }
 
+    @Test(
+        "On a full disk a file's first save fails with ENOSPC, not with the in-place fallback's ENOENT; a second fits",
+        .enabled(if: SmallDisk.isAvailable))
+    func fullDiskSaveNamesTheDisk() throws {
+        let disk = try SmallDisk(at: work.appendingPathComponent("full"), size: "64k")
+        let folder = StateFolder(url: disk.url.appendingPathComponent("state"))
+        let old = Data(repeating: 1, count: 300)
+        try folder.write(old, to: "kept.state", in: .partial)
+        // Fill what is left, so that no new file gets a block.
+        let filler = open(disk.url.appendingPathComponent("filler").path, O_WRONLY | O_CREAT, 0o600)
+        let block = [UInt8](repeating: 0, count: 4096)
+        while write(filler, block, block.count) > 0 {}
+        close(filler)
+        // A state saved for the first time: the new file gets no room and there is no old one to rewrite in place.
+        // The error is the disk's (a transfer's message said "No such file or directory" before; stop 67 at load).
+        #expect {
+            try folder.write(Data(repeating: 2, count: 300), to: "new.state", in: .partial, inPlaceWhenFull: true)
+        } throws: { error in
+            (error as? POSIXError)?.code == .ENOSPC
+        }
+        // A state saved again fits in the blocks of the old one.
+        try folder.write(Data(repeating: 3, count: 200), to: "kept.state", in: .partial, inPlaceWhenFull: true)
+        #expect(folder.read("kept.state", in: .partial) == Data(repeating: 3, count: 200))
+    }
+
     @Test("A lock taken after the last owner removed the partial area opens the new one (two dl with --wait)")
     func lockAfterPartialAreaRemoved() throws {
         // The waiting owner opened the folders while the other held the lock; the other then cleaned up (its partial

@@ -264,7 +264,10 @@ final class StateFolder: Sendable {
             if durable { _ = syncFully(folder) }
         } catch let error as POSIXError where inPlaceWhenFull && (error.code == .ENOSPC || error.code == .EDQUOT) {
             unlinkat(folder, temporary, 0)
-            try rewriteInPlace(data, name: name, area: area)
+            // When the old file cannot take it (there is none: a first save; or it is too small), the disk's error
+            // is the one to report, not the fallback's ("No such file or directory" for a first save).
+            let full = error
+            do { try rewriteInPlace(data, name: name, area: area) } catch { throw full }
         } catch {
             unlinkat(folder, temporary, 0)
             throw error
