@@ -127,19 +127,17 @@ struct HostConnections: Sendable {
     /// - Returns: `.go` (it is counted in flight) or `.wait`.
     mutating func request(_ ticket: Ticket, host: String, rank: UInt64) -> Admission {
         // No recovery here: a limit rises in `finished` and `tick`, which let the waiting go first.
+        if requestAtOnce(host: host) { return .go }
         var entry = hosts[host, default: Host()]
-        defer { hosts[host] = entry }
-        if entry.waiting.isEmpty, entry.inFlight < (limit(of: host) ?? .max) {
-            entry.inFlight += 1
-            return .go
-        }
         let index = entry.waiting.firstIndex { $0.rank > rank } ?? entry.waiting.endIndex
         entry.waiting.insert((ticket, rank), at: index)
+        hosts[host] = entry
         waitingHosts[ticket] = host
         return .wait
     }
 
-    /// A request to `host` that goes only if it can at once, as `request` lets it go, and needs no ticket then.
+    /// A request to `host` that goes only if it can at once (room, and nobody waiting there): `request`'s first step,
+    /// which needs no ticket.
     /// - Parameter host: its origin (`URL.origin`).
     /// - Returns: whether it goes (it is counted in flight); `false` changes nothing (the caller asks `request` next).
     mutating func requestAtOnce(host: String) -> Bool {
