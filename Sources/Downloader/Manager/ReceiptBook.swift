@@ -64,7 +64,9 @@ struct ReceiptBook<Key: Hashable> {
     }
 
     /// Changes the record of `key` where it is stored: one look-up and no copy of the record, where `book[key]`
-    /// read, changed and written back costs two look-ups and a copy (issue #52).
+    /// read, changed and written back costs two look-ups and a copy (issue #52). It is also how the manager reads part
+    /// of a record: a non-mutating read of `records.values[index]` handed the closure a copy (measured with callgrind:
+    /// 8,000 to 10,000 instructions a small file more than reading through this).
     /// - Parameters:
     ///   - key: the record's key.
     ///   - change: what to do with the record.
