@@ -14,6 +14,10 @@ import Foundation
 /// `stopDeadline` seconds: what is saved then is what `kill -9` would leave, which a rerun continues as well.
 final class SignalHandler: @unchecked Sendable {
     /// How long a clean stop may take before the process exits anyway (the run must end within 5 s of a signal).
+    ///
+    /// The exit cannot cut short a file sync already in the kernel: `_exit` waits for it. A sync waits for the file
+    /// system's journal, and so for whatever other programs left unwritten on the same drive; when they keep that
+    /// drive busy, the process ends when that sync returns (26 s after the deadline once, on a stalled CI machine).
     static let stopDeadline = 4.0
 
     private let manager: DownloadManager

@@ -44,19 +44,27 @@ final class DLReliabilityTests: Sendable {
     }
 
     /// Waits (with a deadline) until a partial file in DIR's state has `length` bytes.
-    static func partialFile(in dir: URL, reaches length: Int) async -> Bool {
+    ///
+    /// 60 s, as the other waits on a child's progress: a CI machine once stalled every file sync for about a minute
+    /// (all of `dl`'s tests finished within the same five seconds after it), and this wait had given up at 30 s.
+    static func partialFile(in dir: URL, reaches length: Int, timeout: Duration = .seconds(60)) async -> Bool {
         let partial = dir.appendingPathComponent(".dl/partial")
-        let deadline = ContinuousClock.now + .seconds(30)
-        while ContinuousClock.now < deadline {
+        func reached() -> Bool {
             let names = (try? FileManager.default.contentsOfDirectory(atPath: partial.path)) ?? []
-            for name in names where name.hasSuffix(".part") {
+            return names.contains { name in
+                guard name.hasSuffix(".part") else { return false }
                 let attributes = try? FileManager.default.attributesOfItem(
                     atPath: partial.appendingPathComponent(name).path)
-                if ((attributes?[.size] as? NSNumber)?.intValue ?? 0) >= length { return true }
+                return ((attributes?[.size] as? NSNumber)?.intValue ?? 0) >= length
             }
+        }
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if reached() { return true }
             try? await Task.sleep(for: .milliseconds(10))  // polling an event with a deadline, not a delay
         }
-        return false
+        // Once more: a wake-up that came after the deadline (a stalled machine) must not miss what arrived meanwhile.
+        return reached()
     }
 
     @Test("A connection closed before any response fails or crashes the first run (corelibs #5285); a rerun recovers")
