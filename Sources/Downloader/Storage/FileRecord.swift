@@ -63,7 +63,7 @@ struct FileRecord: Codable, Sendable, Equatable {
         out.integer(length)
         if let checksum {
             out.key("checksum")
-            out.string(checksum.description)
+            out.checksum(checksum)
         }
         out.key("file")
         out.open()
