@@ -136,8 +136,13 @@ extension DownloadManager {
             change(&record.receipt.expectedChecksum, to: kept.expectations.own, &differs)
             change(&record.receipt.isInterrupted, to: kept.isInterrupted, &differs)
             if let completed {
-                change(&record.receipt.fileURL, to: completed.url, &differs)
-                change(&record.receipt.filename, to: completed.url.fileName, &differs)
+                // The name follows the file: read off its URL only when that changed (`complete` set both already
+                // when a transfer placed it; 1,200 instructions a file; issue #52).
+                if record.receipt.fileURL != completed.url {
+                    record.receipt.fileURL = completed.url
+                    record.receipt.filename = completed.url.fileName
+                    differs = true
+                }
                 change(&record.receipt.totalBytesWritten, to: completed.length, &differs)
                 change(&record.receipt.totalBytesExpectedToWrite, to: completed.length, &differs)
             }
@@ -171,7 +176,7 @@ extension DownloadManager {
         guard let transfer = produced else { return }
         book.update(key) { record in
             record.receipt.fileURL = transfer.fileURL
-            record.receipt.filename = transfer.fileURL.fileName
+            record.receipt.filename = transfer.fileName
             record.receipt.totalBytesWritten = transfer.length
             record.receipt.totalBytesExpectedToWrite = transfer.length
             record.receipt.checksum = transfer.checksum

@@ -281,9 +281,9 @@ extension DownloadManager {
                 return try FilePlacement.place(
                     .file(source), at: target, length: file.length, checksum: entry.placement?.checksum,
                     downloadURL: url, claims: claims,
-                    willClaim: { claimed in
+                    willClaim: { _, name in
                         var line = entry
-                        line.placement?.name = claimed.lastPathComponent
+                        line.placement?.name = name
                         // Where the file is until it moves: a crash before the move finds it there.
                         line.replaced = .init(
                             name: file.url.lastPathComponent, length: file.length, checksum: entry.placement?.checksum)

@@ -265,7 +265,7 @@ final class TransferReport: TransferObserver, Sendable {
     func transferWillPlace(_ file: TransferPlacement) {
         let entry = JournalEntry(
             placing: placement.url, options: placement.options, expectations: placement.expectations,
-            name: file.file.fileName, length: file.length, checksum: file.checksum,
+            name: file.name, length: file.length, checksum: file.checksum,
             suggested: file.suggestedFilename)
         placement.journal?.appendNow([.put(entry)])
     }

@@ -104,12 +104,12 @@ enum FilePlacement {
     ///   - checksum: its checksum, if it was hashed (needed to recognise an identical file).
     ///   - downloadURL: the download the file belongs to (its claim), and for error messages.
     ///   - claims: which download each delivered file belongs to; the placed file is claimed for `downloadURL`.
-    ///   - willClaim: called with each path just before it is claimed.
+    ///   - willClaim: called with each path, and its file name, just before it is claimed.
     /// - Returns: the file's final location.
     /// - Throws: `DownloadError.fileSystem`; the source is then where it was.
     static func place(
         _ source: Source, at target: Target, length: Int64, checksum: Checksum?, downloadURL: URL,
-        claims: FileClaims, willClaim: (URL) -> Void
+        claims: FileClaims, willClaim: (_ file: URL, _ name: String) -> Void
     ) throws(DownloadError) -> URL {
         switch target {
         case .replace(let file):
@@ -120,7 +120,7 @@ enum FilePlacement {
                         "\(file.path) is the file of another download (\(claims.owner(of: file)?.redactedAbsoluteString ?? "?"))"
                 )
             }
-            willClaim(file)
+            willClaim(file, file.fileName)
             try move(source, over: file, downloadURL: downloadURL)
             return file
         case .unique(let area, let name):
@@ -137,7 +137,7 @@ enum FilePlacement {
                 guard claims.claim(file, for: downloadURL) else { continue }
                 var placed = false
                 defer { if !placed { claims.release(file, of: downloadURL) } }
-                willClaim(file)
+                willClaim(file, candidate)
                 let moved = copy == nil ? source.moveIfAbsent(to: file) : nil
                 var code = moved ?? copy.map { posixLink($0, file) } ?? source.link(to: file)
                 if code == EXDEV && copy == nil {

@@ -481,7 +481,7 @@ extension Transfer {
     /// - Parameter replacing: a file of this URL's that the verified one replaces, if any.
     func complete(
         _ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?, replacing: URL?
-    ) throws(DownloadError) -> URL {
+    ) throws(DownloadError) -> (file: URL, name: String) {
         recordFile(pipeline, metadata: metadata, checksum: checksum)
         pipeline.closeFile()
         let target: FilePlacement.Target
@@ -500,15 +500,19 @@ extension Transfer {
             }
         }
         let suggested = metadata.suggestedFilename
+        // The name of the last path claimed is the placed file's (`place` returns right after claiming it).
+        var placedName = ""
         let file = try FilePlacement.place(
             .partial(pipeline.files), at: target, length: pipeline.offset, checksum: checksum, downloadURL: url,
             claims: directory.claims,
-            willClaim: { file in
+            willClaim: { file, name in
+                placedName = name
                 observer.transferWillPlace(
                     TransferPlacement(
-                        file: file, length: pipeline.offset, checksum: checksum, suggestedFilename: suggested))
+                        file: file, name: name, length: pipeline.offset, checksum: checksum,
+                        suggestedFilename: suggested))
             })
         pipeline.removeSavedState()
-        return file
+        return (file, placedName)
     }
 }

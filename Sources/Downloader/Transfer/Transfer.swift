@@ -25,6 +25,11 @@ struct TransferResult: Sendable {
     var peakBufferedBytes: Int64 = 0
     /// The most received bytes that waited to be written at once during one response.
     var peakUnwrittenBytes: Int64 = 0
+    /// `fileURL`'s file name as the placement chose it (`nil` for a file found in place, not placed).
+    var placedName: String?
+
+    /// `fileURL`'s file name.
+    var fileName: String { placedName ?? fileURL.fileName }
 }
 
 /// Takes one URL to one complete, verified file, surviving interruptions without ever producing a wrong byte.
@@ -459,19 +464,19 @@ extension Transfer {
             } else {
                 metadata.totalLength != nil ? .lengthOnly : .unverified
             }
-        let fileURL: URL
+        let placed: (file: URL, name: String)
         do {
-            fileURL = try complete(pipeline, metadata: metadata, checksum: computed, replacing: replacing)
+            placed = try complete(pipeline, metadata: metadata, checksum: computed, replacing: replacing)
         } catch {
             // The file is whole and verified: a later run only has to move it.
             try? pipeline.checkpoint(metadata, segments: pipeline.segmentsToSave)
             throw error
         }
         return TransferResult(
-            fileURL: fileURL, checksum: computed, verification: verification, length: pipeline.offset,
+            fileURL: placed.file, checksum: computed, verification: verification, length: pipeline.offset,
             resumedBytes: resumedBytes, receivedBytes: pipeline.receivedThisRun,
             suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: pipeline.peakBufferedBytes,
-            peakUnwrittenBytes: machine.peakUnwritten)
+            peakUnwrittenBytes: machine.peakUnwritten, placedName: placed.name)
     }
 
     /// What the digest is compared with: the caller's expectation, else a checksum the server announced in the

@@ -23,6 +23,8 @@ protocol TransferObserver: Sendable {
 struct TransferPlacement: Sendable, Equatable {
     /// Its path in the completed area (or the caller's destination).
     let file: URL
+    /// Its file name (the last component of `file`), as the placement chose it.
+    let name: String
     /// Its length.
     let length: Int64
     /// Its digest, when it was hashed.
