@@ -200,8 +200,10 @@ extension DownloadManager {
 
     private func startTransfer(_ key: DownloadKey, generation: Machine.Generation, _ start: Machine.Start) {
         // What the transfer needs of the record, read where it is (a copy retains every reference it holds).
-        let read = book.update(key) { ($0.options, $0.receipt.totalBytesWritten, $0.receipt.totalBytesExpectedToWrite) }
-        guard let (recordOptions, written, total) = read else {
+        let read = book.update(key) {
+            ($0.options, $0.receipt.totalBytesWritten, $0.receipt.totalBytesExpectedToWrite, $0.identifier)
+        }
+        guard let (recordOptions, written, total, identifier) = read else {
             // Never expected (every download the machine runs has a record): said loudly in debug builds, and the
             // generation ends at once in release, so that nothing (a shutdown) waits for a transfer that never ran.
             assertionFailure("a transfer of \(key.url.absoluteString) was to start without the download's record")
@@ -222,7 +224,7 @@ extension DownloadManager {
             placement: .init(
                 journal: journal, url: key.url, options: recordOptions, expectations: machine.expectations(of: key)))
         let (runOptions, retriesMade) = (options, start.retriesMade)
-        let partial = PartialFiles(folder: directory.state, url: key.url)
+        let partial = PartialFiles(folder: directory.state, url: key.url, key: identifier)
         let task = Task.detached { [weak self] in
             await fileWork.barrier()  // clean-ups of an earlier generation come first
             // News told while it runs goes up at once; the rest, and the end, once it has run.

@@ -120,15 +120,20 @@ extension DownloadManager {
     /// Makes the download's record when it has none (a new download, or one a removal forgot), and marks a record
     /// whose requests carry credentials.
     func openRecord(_ key: DownloadKey, options: DownloadOptions) {
-        if !book.contains(key) { book[key] = ReceiptRecord(receipt: freshReceipt(for: key), options: options) }
+        if !book.contains(key) {
+            let identifier = DownloadDirectory.key(for: key.url)
+            book[key] = ReceiptRecord(
+                receipt: freshReceipt(for: key, identifier: identifier), options: options, identifier: identifier)
+        }
         if (!credentialedURLs.isEmpty && credentialedURLs[key] != nil) || options.carriesSecretHeader {
             book.update(key) { $0.needsCredentials = true }
         }
     }
 
     /// A receipt for a download that has no file yet.
-    func freshReceipt(for key: DownloadKey) -> DownloadReceipt {
-        let name = DownloadDirectory.key(for: key.url)
+    /// - Parameter identifier: `DownloadDirectory.key(for: key.url)`, when the caller has it already.
+    func freshReceipt(for key: DownloadKey, identifier: String? = nil) -> DownloadReceipt {
+        let name = identifier ?? DownloadDirectory.key(for: key.url)
         return DownloadReceipt(
             url: key.url, filename: DownloadDirectory.defaultFilename(for: key.url, key: name),
             fileURL: directory.partialFile(key: name))

@@ -170,6 +170,10 @@ struct ReceiptRecord: Sendable, Equatable {
     /// It was asked with credentials (a URL user or password, a secret header), which are never saved: after a
     /// restart it needs them again.
     var needsCredentials = false
+    /// `receipt.identifier` (the stem of its partial file) when the record was made here, so that its transfers do
+    /// not hash the URL again (3,800 instructions a download; issue #52); `nil` for a record read from the journal.
+    /// Not saved.
+    var identifier: String?
 }
 
 /// The expected checksums a download keeps, saved with it: its own (what its transfers verify), and the others that
