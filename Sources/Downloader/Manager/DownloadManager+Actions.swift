@@ -20,8 +20,9 @@ extension DownloadManager {
                 if !forgets.isEmpty { apply(forgets) }
             }
         }
-        for action in actions {
-            switch action {
+        // By index: each action is matched where it is, not copied whole and destroyed (issue #52).
+        for index in actions.indices {
+            switch actions[index] {
             case .adoptOptions(let key, let fresh, nil):
                 adoptOptions(key, requestOptions, fresh: fresh)
             case .adoptOptions(let key, let fresh, let id?):

@@ -410,8 +410,9 @@ extension DownloadManager {
         /// they are told completed are to be forgotten (`forgetAnsweredDownloads()`).
         mutating func carryingOut(_ actions: [Action]) {
             guard !forgettingWaiters.isEmpty else { return }
-            for action in actions {
-                switch action {
+            // By index: the element is matched where it is, not copied whole (with its references) and destroyed.
+            for index in actions.indices {
+                switch actions[index] {
                 case .succeed(let ids, let key):
                     let answered = ids.filter { forgettingWaiters.remove($0) != nil }
                     if !answered.isEmpty { completedForBatches.append(key) }
