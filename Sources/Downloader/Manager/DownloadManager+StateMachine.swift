@@ -355,11 +355,18 @@ extension DownloadManager {
         /// - Parameter keepingCompletedFile: leave the completed file on disk (`forget`): it is released first, so only
         ///   the partial file and the file of a replacement still running are deleted.
         mutating func remove(_ key: Key, keepingCompletedFile: Bool = false) -> [Action] {
-            if entries[key]?.inspection != nil {
-                entries[key]?.held.append(.remove(keepingCompletedFile: keepingCompletedFile))
+            // Taken out (one look-up, the entry moved, not copied) and put back only where it stays: three look-ups
+            // and two copies of the entry before, for every file a batch forgets (issue #52).
+            guard var entry = entries.removeValue(forKey: key) else { return [] }
+            if entry.inspection != nil {
+                entry.held.append(.remove(keepingCompletedFile: keepingCompletedFile))
+                entries[key] = entry
                 return []
             }
-            guard var entry = entries[key], !entry.isRemoved else { return [] }
+            guard !entry.isRemoved else {
+                entries[key] = entry
+                return []
+            }
             let everyone = entry.waiters.map(\.id) + entry.verifying.flatMap(\.waiters)
             var actions: [Action] = keepingCompletedFile ? [entry.releaseCompletedFile(key)] : []
             if !everyone.isEmpty { actions.append(.fail(everyone, key, .removed)) }
@@ -377,10 +384,9 @@ extension DownloadManager {
                 // Forgotten with its file kept: its partial file became that file and its state was deleted then, so
                 // there is nothing to delete (two system calls and a hop to the file queue a file, issue #52; what a
                 // crash left is swept when a manager opens the folder).
-                entries[key] = nil
+                break
             case .queued, .idle, .suspended, .failed, .completed:
                 slots.dequeue(key)
-                entries[key] = nil
                 actions.append(.discardFiles(key, producedBy: nil, completedFile: entry.completedFile?.url))
             }
             return actions
