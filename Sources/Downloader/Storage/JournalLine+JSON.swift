@@ -118,7 +118,7 @@ extension DownloadOptions {
         out.open()
         out.key("headers")
         out.open()
-        // Most downloads have none: no sorted copy is made for them (570 instructions a line; issue #52).
+        // Most downloads have none: no sorted copy is made for them (about 300 instructions a line; issue #52).
         if !headers.isEmpty {
             for (name, value) in headers.sorted(by: { $0.key < $1.key }) {
                 out.key(text: name)
