@@ -14,7 +14,7 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     /// The details, in one immutable object: an error is one reference wide, so the `DownloadError?` that every
     /// state change and action of a download carries (nearly always `nil`) is copied, tested and destroyed as a
-    /// pointer, not as six fields with three references (about 6,000 instructions a small file; issue #52).
+    /// pointer, not as six fields with three references (about 10,000 instructions a small file; issue #52).
     private final class Storage: Sendable {
         let code: Code
         let url: URL?
