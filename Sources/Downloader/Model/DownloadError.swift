@@ -12,43 +12,17 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
         case shutDown, conflictingOptions
     }
 
-    /// The details, in one immutable object: an error is one reference wide, so the `DownloadError?` that every
-    /// state change and action of a download carries (nearly always `nil`) is copied, tested and destroyed as a
-    /// pointer, not as six fields with three references (about 10,000 instructions a small file; issue #52).
-    private final class Storage: Sendable {
-        let code: Code
-        let url: URL?
-        let reason: String
-        let statusCode: Int?
-        let underlyingError: (any Error & Sendable)?
-        let retryAfter: TimeInterval?
-
-        init(
-            _ code: Code, url: URL?, reason: String, statusCode: Int?, underlying: (any Error & Sendable)?,
-            retryAfter: TimeInterval?
-        ) {
-            self.code = code
-            self.url = url
-            self.reason = reason
-            self.statusCode = statusCode
-            self.underlyingError = underlying
-            self.retryAfter = retryAfter
-        }
-    }
-
-    private let storage: Storage
-
-    private var code: Code { storage.code }
+    private let code: Code
     /// The URL of the download, when the error belongs to one.
-    public var url: URL? { storage.url }
+    public let url: URL?
     /// A sentence saying what went wrong.
-    public var reason: String { storage.reason }
+    public let reason: String
     /// The HTTP status, for `.httpStatus`.
-    public var statusCode: Int? { storage.statusCode }
+    public let statusCode: Int?
     /// The lower-level error (URLError, POSIX, …), when there was one.
-    public var underlyingError: (any Error & Sendable)? { storage.underlyingError }
+    public let underlyingError: (any Error & Sendable)?
     /// The delay the server asked for in `Retry-After`, in seconds, when it sent one.
-    public var retryAfter: TimeInterval? { storage.retryAfter }
+    public private(set) var retryAfter: TimeInterval?
 
     /// The kind as a stable name, for logs, JSON and APIs: the name of the static member it equals
     /// (`"checksumMismatch"` for `.checksumMismatch`). Names are never renamed; new kinds may be added.
@@ -56,10 +30,13 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
 
     private init(
         _ code: Code, url: URL? = nil, reason: String = "", statusCode: Int? = nil,
-        underlying: (any Error & Sendable)? = nil, retryAfter: TimeInterval? = nil
+        underlying: (any Error & Sendable)? = nil
     ) {
-        storage = Storage(
-            code, url: url, reason: reason, statusCode: statusCode, underlying: underlying, retryAfter: retryAfter)
+        self.code = code
+        self.url = url
+        self.reason = reason
+        self.statusCode = statusCode
+        self.underlyingError = underlying
     }
 
     /// The URL is malformed or cannot be made valid.
@@ -158,18 +135,21 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     /// name still there): the form saved to disk.
     var withoutCredentials: DownloadError {
         guard let url, url.hasCredentials else { return self }
-        return DownloadError(
+        var copy = DownloadError(
             code, url: url.withoutCredentials,
             reason: reason.replacingOccurrences(
                 of: url.redactedAbsoluteString, with: url.withoutCredentials.absoluteString),
-            statusCode: statusCode, underlying: underlyingError, retryAfter: retryAfter)
+            statusCode: statusCode, underlying: underlyingError)
+        copy.retryAfter = retryAfter
+        return copy
     }
 
     /// The error with a sentence added to its reason.
     func adding(_ hint: String) -> DownloadError {
-        DownloadError(
-            code, url: url, reason: reason + "; " + hint, statusCode: statusCode, underlying: underlyingError,
-            retryAfter: retryAfter)
+        var copy = DownloadError(
+            code, url: url, reason: reason + "; " + hint, statusCode: statusCode, underlying: underlyingError)
+        copy.retryAfter = retryAfter
+        return copy
     }
 
     // MARK: - Constructors with details
@@ -196,9 +176,10 @@ public struct DownloadError: Error, Sendable, Hashable, CustomStringConvertible 
     }
 
     static func httpStatus(_ status: Int, url: URL, retryAfter: TimeInterval? = nil) -> DownloadError {
-        DownloadError(
-            .httpStatus, url: url, reason: "the server answered \(status)\(reasonPhrase(status))", statusCode: status,
-            retryAfter: retryAfter)
+        var error = DownloadError(
+            .httpStatus, url: url, reason: "the server answered \(status)\(reasonPhrase(status))", statusCode: status)
+        error.retryAfter = retryAfter
+        return error
     }
 
     private static func reasonPhrase(_ status: Int) -> String {
@@ -328,8 +309,8 @@ extension DownloadError: Codable {
             url: try container.decodeIfPresent(URL.self, forKey: .url),
             reason: try container.decodeIfPresent(String.self, forKey: .reason) ?? "",
             statusCode: try container.decodeIfPresent(Int.self, forKey: .statusCode),
-            underlying: try container.decodeIfPresent(String.self, forKey: .underlying).map(SavedError.init),
-            retryAfter: try container.decodeIfPresent(TimeInterval.self, forKey: .retryAfter))
+            underlying: try container.decodeIfPresent(String.self, forKey: .underlying).map(SavedError.init))
+        retryAfter = try container.decodeIfPresent(TimeInterval.self, forKey: .retryAfter)
     }
 
     public func encode(to encoder: any Encoder) throws {
