@@ -293,7 +293,8 @@ extension DownloadManager {
                         line.replaced = .init(
                             name: file.url.lastPathComponent, length: file.length, checksum: entry.placement?.checksum)
                         journal?.appendNow([.put(line)])
-                    })
+                    }
+                ).file
             }
         }
     }

@@ -105,12 +105,12 @@ enum FilePlacement {
     ///   - downloadURL: the download the file belongs to (its claim), and for error messages.
     ///   - claims: which download each delivered file belongs to; the placed file is claimed for `downloadURL`.
     ///   - willClaim: called with each path, and its file name, just before it is claimed.
-    /// - Returns: the file's final location.
+    /// - Returns: the file's final location and its file name.
     /// - Throws: `DownloadError.fileSystem`; the source is then where it was.
     static func place(
         _ source: Source, at target: Target, length: Int64, checksum: Checksum?, downloadURL: URL,
         claims: FileClaims, willClaim: (_ file: URL, _ name: String) -> Void
-    ) throws(DownloadError) -> URL {
+    ) throws(DownloadError) -> (file: URL, name: String) {
         switch target {
         case .replace(let file):
             guard claims.claim(file, for: downloadURL) else {
@@ -120,9 +120,10 @@ enum FilePlacement {
                         "\(file.path) is the file of another download (\(claims.owner(of: file)?.redactedAbsoluteString ?? "?"))"
                 )
             }
-            willClaim(file, file.fileName)
+            let name = file.fileName
+            willClaim(file, name)
             try move(source, over: file, downloadURL: downloadURL)
-            return file
+            return (file, name)
         case .unique(let area, let name):
             // A copy beside the target when the area is on another file system; removed unless it was placed.
             var copy: URL?
@@ -149,14 +150,14 @@ enum FilePlacement {
                 case 0:
                     if moved != 0 { source.unlink() }  // linked: the partial name goes
                     placed = true
-                    return file
+                    return (file, candidate)
                 case EEXIST:
                     if isIdentical(file, length: length, checksum: checksum),
                         !FileRecord.recordsAnotherOrigin(at: file, than: downloadURL)
                     {
                         source.unlink()
                         placed = true
-                        return file
+                        return (file, candidate)
                     }
                 case EPERM, ENOTSUP, EOPNOTSUPP:
                     // A file system without hard links: check, then rename (racy only against other writers there).
@@ -169,7 +170,7 @@ enum FilePlacement {
                         try move(source, over: file, downloadURL: downloadURL)
                     }
                     placed = true
-                    return file
+                    return (file, candidate)
                 default:
                     throw .fileSystem(
                         downloadURL,

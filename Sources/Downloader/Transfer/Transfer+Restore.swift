@@ -500,19 +500,16 @@ extension Transfer {
             }
         }
         let suggested = metadata.suggestedFilename
-        // The name of the last path claimed is the placed file's (`place` returns right after claiming it).
-        var placedName = ""
-        let file = try FilePlacement.place(
+        let placed = try FilePlacement.place(
             .partial(pipeline.files), at: target, length: pipeline.offset, checksum: checksum, downloadURL: url,
             claims: directory.claims,
             willClaim: { file, name in
-                placedName = name
                 observer.transferWillPlace(
                     TransferPlacement(
                         file: file, name: name, length: pipeline.offset, checksum: checksum,
                         suggestedFilename: suggested))
             })
         pipeline.removeSavedState()
-        return (file, placedName)
+        return placed
     }
 }
