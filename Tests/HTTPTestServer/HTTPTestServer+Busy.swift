@@ -37,6 +37,8 @@ extension HTTPTestServer {
     /// A request was answered: it stops counting as being answered — with `busyLag=N`, only after the next N
     /// `busyAbove` checks have counted it too, as nginx frees a `limit_conn` slot when it finalises the request, which a
     /// client's next request can beat, and a busy server finalises later (a lag that no load stretches or shortens).
+    /// The server calls it just before the answer's last bytes leave (the client cannot ask again before), and only
+    /// then: a thread that runs late after its write, or a paced answer's pause after its last chunk, adds no count.
     func endAnswer(_ head: RequestHead) {
         let lag = head.query["busyLag"].flatMap { Int($0) } ?? 0
         update { state in

@@ -294,8 +294,21 @@ public final class HTTPTestServer: Sendable {
                         return state.counters[key, default: ResourceCounters()].aborts
                     }
                 })
-            let keepOpen = write(response, to: fd) && head.keepAlive && !response.closeAfter && !response.omitLength
-            endAnswer(head)
+            // A request the busy model counts (`busyAbove`) stops counting just before its last bytes leave, so that
+            // a client that asks again as soon as it has them meets exactly `busyLag` more counts of it, however late
+            // this thread runs after the write (a paced response pauses after its last chunk).
+            var ended = false
+            let finishing: (() -> Void)? =
+                head.query["busyAbove"] == nil
+                ? nil
+                : {
+                    ended = true
+                    self.endAnswer(head)
+                }
+            let keepOpen =
+                write(response, to: fd, beforeLastBytes: finishing) && head.keepAlive && !response.closeAfter
+                && !response.omitLength
+            if !ended { endAnswer(head) }
             if !keepOpen || isStopping { return }
         }
     }
@@ -310,16 +323,19 @@ public final class HTTPTestServer: Sendable {
     // MARK: - Writing a response
 
     /// Writes a response with its fault options.
+    /// - Parameter beforeLastBytes: called once, just before the response's last bytes are sent (its head's, when it
+    ///   has no body); not called when the response ends before them.
     /// - Returns: `false` when the connection must be closed (the peer left, or a fault closes it).
-    private func write(_ response: Response, to fd: Int32) -> Bool {
+    private func write(_ response: Response, to fd: Int32, beforeLastBytes: (() -> Void)? = nil) -> Bool {
         if response.abort { return false }
         if let gate = response.gate {
             guard gates.pass(gate.name, size: gate.size, isStopping: { self.isStopping }) else { return false }
         }
-        guard Socket.sendAll(fd, response.head()) else { return false }
-        if response.omitBody { return true }
         let total = response.body.count
         let limit = response.dropAfter.map { min($0, total) } ?? total
+        if response.omitBody || limit == 0 { beforeLastBytes?() }
+        guard Socket.sendAll(fd, response.head()) else { return false }
+        if response.omitBody { return true }
         let chunkCapacity = response.unfilled ? 1 << 20 : 65_536
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: chunkCapacity, alignment: 8)
         defer { buffer.deallocate() }
@@ -353,6 +369,7 @@ public final class HTTPTestServer: Sendable {
             case .content(let content, let range):
                 content.fill(chunk, from: range.lowerBound + sent)
             }
+            if sent + count == limit { beforeLastBytes?() }
             guard Socket.sendAll(fd, UnsafeRawBufferPointer(chunk)) else { return false }
             sent += count
             update { $0.statistics.bodyBytesSent += Int64(count) }

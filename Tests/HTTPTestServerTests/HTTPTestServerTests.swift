@@ -329,6 +329,31 @@ final class HTTPTestServerTests {
         #expect(await server.waitUntil(timeout: .milliseconds(200)) { $0.requests.count > 100 } == false)
     }
 
+    @Test(
+        "busyLag=N: a request sent as soon as an answer's last byte arrived meets exactly N more counts of it",
+        arguments: [0, 1, 3])
+    func busyLagIsExact(lag: Int) throws {
+        // A paced answer (`rate`) pauses after its last chunk: the count must not wait for that pause, nor for the
+        // server thread to run again after its write, or the next request meets the answer once more than N.
+        for round in 0..<3 {
+            let target = "/bytes/lag\(round)?size=2000&rate=50000&busyAbove=1&busyLag=\(lag)"
+            // The client stays connected (a closed connection ends the server's pause early), as a keep-alive one does.
+            let client = try RawHTTPClient(port: server.port)
+            let answered = try client.send("GET", target)
+            #expect(answered.status == 200 && answered.body.count == 2000)
+            let before = server.statistics.refusedRequests
+            let next = try RawHTTPClient(port: server.port)
+            var refusals = 0
+            // Counted, but not lingering itself (`busyLag` 0): the next round starts clean.
+            while try next.send("GET", "/bytes/next?size=10&busyAbove=1").status == 503, refusals <= lag {
+                refusals += 1
+            }
+            #expect(refusals == lag, "round \(round): \(refusals) refusals after the answer, busyLag=\(lag)")
+            #expect(server.statistics.refusedRequests - before == refusals)
+            withExtendedLifetime(client) {}
+        }
+    }
+
     @Test("stop ends a stalled response at once and refuses new connections")
     func stopInterruptsStall() async throws {
         let port = server.port
