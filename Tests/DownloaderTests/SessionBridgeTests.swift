@@ -36,7 +36,7 @@ final class SessionBridgeTests {
             return nil
         }
 
-        func receive(data: Data) -> RequestEnd? {
+        func receive(data: Data, queued: Int64) -> RequestEnd? {
             note("receive(data:)")
             return nil
         }
@@ -121,6 +121,94 @@ final class SessionBridgeTests {
             }
         }
         #expect(cancelled > 0)
+    }
+
+    /// A sink that ends its request once a chunk comes with at least `stopAt` bytes queued behind it (or once it
+    /// was delivered `cap` bytes, when a cap is set, so that a sink never told ends too), noting the largest `queued`
+    /// it was given.
+    final class BacklogSink: TransferSink, @unchecked Sendable {
+        let stopAt: Int64
+        let state = Locked<(bytes: Int64, largestQueued: Int64, cap: Int64?, ended: Bool)>((0, 0, nil, false))
+
+        init(stopAt: Int64) { self.stopAt = stopAt }
+
+        func receive(response: URLResponse) -> RequestEnd? { nil }
+
+        func receive(data: Data, queued: Int64) -> RequestEnd? {
+            let ends = state.withLock {
+                $0.bytes += Int64(data.count)
+                $0.largestQueued = max($0.largestQueued, queued)
+                $0.ended = queued >= stopAt || $0.bytes >= $0.cap ?? .max
+                return $0.ended
+            }
+            return ends ? .failed(.stalled(URL(fileURLWithPath: "/"), seconds: 0)) : nil
+        }
+
+        func complete(error: (any Error)?) -> RequestEnd { .finished }
+    }
+
+    @Test("A starved delegate queue: the chunks after it tell the sink how much URLSession holds undelivered")
+    func deliveryBacklogReachesTheSink() async throws {
+        // URLSession on Linux reads a body as fast as the socket gives it and queues each chunk for the delegate queue.
+        // The test holds that queue (as a thread starved of CPU is held) until the server has sent 64 MiB more of an
+        // endless body: those chunks wait in memory, which the sink must learn within a MiB of delivery once it runs.
+        // (On a loaded machine the queue may pile up that much by itself before the hold begins: the sink must be told
+        // then too.)
+        let bridge = SessionBridge()
+        defer { bridge.invalidate() }
+        let sink = BacklogSink(stopAt: 32 << 20)
+        let request = URLRequest(url: server.url("/bytes/starved?size=\(1 << 40)&length=none&norange=1&fast=1"))
+        let running = Task { await bridge.performAuthorized(request, sink: sink) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1 << 20 })
+        // Taken when the hold begins: no more than the server had sent by then was delivered before it.
+        let heldAt = Locked<Int64?>(nil)
+        let server = server
+        bridge.delegateQueue.addOperation {
+            let from = server.statistics.bodyBytesSent
+            heldAt.withLock { $0 = from }
+            sink.state.withLock { $0.cap = from + (128 << 20) }
+            let deadline = TestTime.deadline(in: .seconds(60))
+            while server.statistics.bodyBytesSent < from + (64 << 20), !sink.state.withLock({ $0.ended }),
+                ContinuousClock.now < deadline
+            {
+                usleep(1_000)  // polling an event with a deadline, not a delay
+            }
+        }
+        let (end, _) = await running.value
+        let seen = sink.state.withLock { $0 }
+        #expect(seen.largestQueued >= 32 << 20, "the sink was told \(seen.largestQueued) bytes queued; ended \(end)")
+        if let heldFrom = heldAt.withLock({ $0 }), heldFrom < seen.bytes {
+            // Told within a count's interval of the hold (what arrived before it, plus a MiB, plus a chunk or so).
+            let bound = heldFrom + Int64(DeliveryBacklog.sampleInterval) + (1 << 20)
+            #expect(seen.bytes <= bound, "\(seen.bytes) delivered, the hold began after \(heldFrom)")
+        }
+    }
+
+    @Test("The backlog: counted every MiB delivered, a queued operation one mean chunk, charged to a request alone")
+    func deliveryBacklogEstimate() {
+        var backlog = DeliveryBacklog()
+        #expect(backlog.estimate(for: 1) == 0)
+        var due = false
+        for _ in 0..<63 { due = backlog.delivering(16 << 10, to: 1) || due }
+        #expect(!due, "counted before a MiB was delivered")
+        due = backlog.delivering(16 << 10, to: 1)
+        #expect(due)
+        backlog.counted(operations: 101, alone: 1)  // the running one and 100 queued chunks of 16 KiB
+        #expect(backlog.estimate(for: 1) == 100 * (16 << 10))
+        #expect(backlog.estimate(for: 2) == 0, "only the request alone is charged")
+        _ = backlog.delivering(16 << 10, to: 1)
+        #expect(backlog.estimate(for: 1) == 99 * (16 << 10), "what was delivered since is no longer queued")
+        _ = backlog.delivering(16 << 10, to: 2)
+        #expect(backlog.estimate(for: 1) == 99 * (16 << 10), "another request's chunk is not this one's")
+        // Chunks of 1 KiB (a trickle): a queued operation is one of them.
+        var trickle = DeliveryBacklog()
+        for _ in 0..<1024 { _ = trickle.delivering(1 << 10, to: 1) }
+        trickle.counted(operations: 11, alone: 1)
+        #expect(trickle.estimate(for: 1) == 10 * (1 << 10))
+        // Several requests with a body coming: nobody is charged (which chunk is whose cannot be seen).
+        for _ in 0..<1024 { _ = trickle.delivering(1 << 10, to: 2) }
+        trickle.counted(operations: 401, alone: nil)
+        #expect(trickle.estimate(for: 1) == 0 && trickle.estimate(for: 2) == 0)
     }
 
     @Test("The session neither stores, sends nor parses cookies: the bridge's jar has them (issue #52)")

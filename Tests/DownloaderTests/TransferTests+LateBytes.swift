@@ -24,7 +24,7 @@ extension TransferTests {
 
         func receive(response: URLResponse) -> RequestEnd? { nil }
 
-        func receive(data: Data) -> RequestEnd? {
+        func receive(data: Data, queued: Int64) -> RequestEnd? {
             received += data.count
             guard !ended else { return nil }
             ended = true

@@ -76,7 +76,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// Requests wait here for a connection to their host (`SessionBridge+Hosts`).
     let gate: ConnectionGate
     private let controlQueue = DispatchQueue(label: "Downloader.SessionBridge.control")
-    private let delegateQueue: OperationQueue
+    let delegateQueue: OperationQueue
+    /// What URLSession holds for `delegateQueue` (`DeliveryBacklog`); touched only on that queue.
+    private var backlog = DeliveryBacklog()
     private let watchdog: DispatchSourceTimer
     // Set once in init, before any task exists; read-only afterwards.
     private var session: URLSession!
@@ -348,7 +350,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
         let id = dataTask.taskIdentifier
         guard let sink = openSink(id, received: data.count, forData: true) else { return }
-        if let end = sink.receive(data: data) {
+        if backlog.delivering(data.count, to: id) {
+            let alone = state.withLock { state in !state.entries.contains { $0.key != id && $0.value.request.isOpen } }
+            backlog.counted(operations: delegateQueue.operationCount, alone: alone ? id : nil)
+        }
+        if let end = sink.receive(data: data, queued: Int64(backlog.estimate(for: id))) {
             close(taskIdentifier: id, with: end, keepingData: sink.keepsData(after: end))
         } else if let time = sink.takeCheckTime() {
             scheduleCheck(id, at: time)

@@ -8,7 +8,9 @@ extension Transfer.StateMachine {
     /// process are kept and written (`WindowSink.keepsData(after:)`), and the machine asks for the rest from where they
     /// end.
     /// - **The disk is behind a whole body.** URLSession on Linux cannot slow a response, so while a response streams a
-    ///   whole file, bytes that wait to be written are memory. Up to `softUnwritten` they wait. Beyond it, a server that
+    ///   whole file, bytes that wait to be written are memory — the disk stages', and what URLSession read and has not
+    ///   delivered yet while the request is the session's only one (`DeliveryBacklog`). Up to `softUnwritten` they
+    ///   wait. Beyond it, a server that
     ///   can resume (Range with a validator) is asked for the rest in windows (`diskBehind`: each window waits for the
     ///   disk). One that cannot gets `behindGrace` for the disk to come back under `softUnwritten` — a writeback burst or
     ///   a journal commit — as long as no more than `hardUnwritten` wait; past either, the download fails clearly

@@ -40,8 +40,10 @@ protocol TransferSink: AnyObject, Sendable {
     /// - Returns: `nil` to accept the body, or how the request ends (it is then closed and late data is dropped).
     func receive(response: URLResponse) -> RequestEnd?
     /// Consumes a chunk of the body.
+    /// - Parameter queued: body bytes URLSession probably holds for this request behind this chunk, not delivered yet
+    ///   (`DeliveryBacklog`; 0 when that cannot be told): memory that waits as surely as bytes that wait for the disk.
     /// - Returns: `nil` to continue, or how the request ends.
-    func receive(data: Data) -> RequestEnd?
+    func receive(data: Data, queued: Int64) -> RequestEnd?
     /// The request completed (with or without a transport error) and was not closed before.
     /// - Returns: how the request ends.
     func complete(error: (any Error)?) -> RequestEnd
@@ -200,7 +202,7 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         return nil
     }
 
-    func receive(data chunk: Data) -> RequestEnd? {
+    func receive(data chunk: Data, queued: Int64) -> RequestEnd? {
         if let lateLimit {
             // Ended early: a byte that still arrives is kept while memory allows, never asked for again.
             guard !droppingLate, pipeline.unwrittenBytes + Int64(chunk.count) <= lateLimit else {
@@ -242,8 +244,11 @@ final class WindowSink: TransferSink, @unchecked Sendable {
         }
         let unwritten = pipeline.unwrittenBytes
         peakUnwritten = max(peakUnwritten, unwritten)
-        // The clock is read only while a decision needs it, not for every chunk of every request.
-        let verdict = endRule.chunkArrived(received: received, unwritten: unwritten, response: ruleResponse) {
+        // The clock is read only while a decision needs it, not for every chunk of every request. A whole body's
+        // bound counts the bytes URLSession still holds for the delegate queue too: a starved delegate queue piles
+        // them up where the disk's count does not see them.
+        let waiting = isWholeStream ? unwritten + queued : unwritten
+        let verdict = endRule.chunkArrived(received: received, unwritten: waiting, response: ruleResponse) {
             DispatchTime.now().uptimeNanoseconds
         }
         return end(for: verdict)
@@ -294,9 +299,10 @@ final class WindowSink: TransferSink, @unchecked Sendable {
             .fileSystem(
                 pipeline.url,
                 reason: "the disk fell more than \(endRule.softUnwritten >> 20) MiB behind the network for over "
-                    + "\(endRule.behindGrace / 1_000_000_000) s, or \(endRule.hardUnwritten >> 20) MiB at once, and this server sends the whole file in one response (it ignores Range), so the "
-                    + "download cannot wait for the disk: it stops rather than hold the file in memory; try again "
-                    + "when the disk is less busy"))
+                    + "\(endRule.behindGrace / 1_000_000_000) s, or \(endRule.hardUnwritten >> 20) MiB at once (or this "
+                    + "process had too little CPU to take what arrived), and this server sends the whole file in one "
+                    + "response (it ignores Range), so the download cannot wait for the disk: it stops rather than hold "
+                    + "the file in memory; try again when the disk or the machine is less busy"))
     }
 
     /// A window this sink ended early (the disk behind, a slow first request) keeps what still arrives — URLSession
@@ -353,7 +359,7 @@ final class ProbeSink: TransferSink, Sendable {
         return nil
     }
 
-    func receive(data: Data) -> RequestEnd? { nil }
+    func receive(data: Data, queued: Int64) -> RequestEnd? { nil }
 
     func complete(error: (any Error)?) -> RequestEnd {
         if let error {
@@ -411,7 +417,7 @@ final class SegmentSink: TransferSink, @unchecked Sendable {
         }
     }
 
-    func receive(data: Data) -> RequestEnd? {
+    func receive(data: Data, queued: Int64) -> RequestEnd? {
         let count = Int64(data.count)
         if let expectedBodyLength, received + count > expectedBodyLength {
             return .failed(
@@ -464,8 +470,8 @@ final class ErrorBodySink: TransferSink, @unchecked Sendable {
         return nil
     }
 
-    func receive(data: Data) -> RequestEnd? {
-        guard pending != nil else { return inner.receive(data: data) }
+    func receive(data: Data, queued: Int64) -> RequestEnd? {
+        guard pending != nil else { return inner.receive(data: data, queued: queued) }
         body.append(data.prefix(ErrorBody.maximumBytes - body.count))
         return body.count >= ErrorBody.maximumBytes ? failure() : nil
     }
