@@ -191,14 +191,25 @@ final class DownloadManagerRestartTests: Sendable {
 
     @Test("A newer version interrupted by a restart keeps the verified file it would replace; remove deletes both")
     func replacementAcrossRestart() async throws {
-        // Paced, so that the newer version is surely still downloading when the manager shuts down.
-        let url = server.url("/bytes/kept?size=30000&rate=40000")
+        // The newer version's response is held after its first 2,000 bytes until the manager has shut down, so that it
+        // is surely still downloading then (a pace alone was outrun by a loaded machine: the download completed first).
+        let holding = Locked(false)
+        server.setBeforeChunk { _, sent in
+            guard sent >= 2000 else { return }
+            let deadline = TestTime.deadline(in: .seconds(30))
+            while holding.withLock({ $0 }), ContinuousClock.now < deadline {
+                usleep(500)  // polling an event with a deadline, not a delay
+            }
+        }
+        let url = server.url("/bytes/kept?size=30000&rate=40000&paced=1")
         let first = try makeManager()
         let completed = try await first.download(url)
+        holding.withLock { $0 = true }
         let other = try Checksum(parsing: "sha-256=" + String(repeating: "cd", count: 32))
         await first.enqueue(url, options: DownloadOptions(checksum: other))
         #expect(await server.waitUntil { $0.bodyBytesSent >= 30000 + 2000 })
         await first.shutdown()
+        holding.withLock { $0 = false }
 
         let second = try makeManager()
         let restored = try #require(await second.receipt(for: url))

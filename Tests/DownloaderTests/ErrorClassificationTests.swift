@@ -79,11 +79,12 @@ struct ErrorClassificationTests {
             #expect(error.underlyingError is URLError, "\(String(describing: error.underlyingError))")
         }
         await manager.shutdown()
-        var retried = false
+        var retries: [String] = []
         for await event in events {
-            if case .retrying = event { retried = true }
+            if case .retrying(_, let attempt, _, let reason) = event { retries.append("retry \(attempt): \(reason)") }
         }
-        #expect(!retried)
+        // One loaded run (right after chaos trials had left hundreds of MB unwritten) retried once: say why.
+        #expect(retries.isEmpty, "\(retries)")
     }
 
     @Test("A stall's and a slow request's reasons give the configured seconds, tenths included (-T 0.5 said 0 s)")
