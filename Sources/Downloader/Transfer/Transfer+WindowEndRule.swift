@@ -10,11 +10,10 @@ extension Transfer.StateMachine {
     /// - **The disk is behind a whole body.** URLSession on Linux cannot slow a response, so while a response streams a
     ///   whole file, bytes that wait to be written are memory — the disk stages', and what URLSession read and has not
     ///   delivered yet while the request is the session's only one (`DeliveryBacklog`). Up to `softUnwritten` they
-    ///   wait. Beyond it, a server that
-    ///   can resume (Range with a validator) is asked for the rest in windows (`diskBehind`: each window waits for the
-    ///   disk). One that cannot gets `behindGrace` for the disk to come back under `softUnwritten` — a writeback burst or
-    ///   a journal commit — as long as no more than `hardUnwritten` wait; past either, the download fails clearly
-    ///   (`cannotWait`) rather than hold the file in memory.
+    ///   wait. Beyond it, a server that can resume (Range with a validator) is asked for the rest in windows
+    ///   (`diskBehind`: each window waits for the disk). One that cannot gets `behindGrace` for the disk to come back
+    ///   under `softUnwritten` — a writeback burst or a journal commit — as long as no more than `hardUnwritten` wait;
+    ///   past either, the download fails clearly (`cannotWait`) rather than hold the file in memory.
     /// - **A grown window while the disk slows down** (`grownLimit`, see `WindowSizing`): the rest comes in windows of
     ///   the base size (`diskBehind`).
     /// - **A slow first request on a new connection** (`FirstRequestBudget`): `cutShort`, the rest on a new connection.
