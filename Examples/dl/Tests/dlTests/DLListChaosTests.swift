@@ -96,7 +96,9 @@ final class DLListChaosTests: Sendable, DLFileChecks {
             problems.append("\(name) is wrong at the end")
         }
         if FileManager.default.fileExists(atPath: dir.appendingPathComponent(".dl").path) {
-            problems.append("the state folder was left")
+            // What was left says which part did not finish (a CI run once left it, and replays did not).
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: dir.appendingPathComponent(".dl").path))
+            problems.append("the state folder was left, holding \(left?.sorted() ?? [])")
         }
         // However many runs were killed: one result line per URL (issue #48).
         let logged = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n")
