@@ -50,6 +50,13 @@ struct RequestSpillTests {
         #expect(folder.names(in: .state).filter { $0.hasPrefix(".spill") }.isEmpty, "the file is unlinked at once")
     }
 
+    @Test("Its file's names are recognised as its own (a kill may leave one); no other name is")
+    func fileNames() {
+        for _ in 0..<100 { #expect(RequestSpill.isFileName(RequestSpill.newFileName())) }
+        let others = [".spill-", ".spill-12", ".spill-12-", ".spill--3", ".spill-12-ab", "spill-1-2", ".spill-1-2-3"]
+        for name in others { #expect(!RequestSpill.isFileName(name), "\(name)") }
+    }
+
     @Test("Secrets (credentials in a URL or mirror, secret headers) and relative URLs are never parked")
     func refusesWhatCannotBeWritten() throws {
         let spill = try #require(RequestSpill(in: folder))

@@ -153,6 +153,26 @@ final class StateFolderTests: Sendable {
             (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(".downloader").path))
         #expect(left == ["partial"], "only the folder holding the stranger's file is left: \(left ?? [])")
     }
+
+    @Test(
+        "A batch's spill file that a kill left by its name (killed between creating and unlinking it) goes at the next start"
+    )
+    func spillLeftByAKill() async throws {
+        // `RequestSpill` creates its file by name and unlinks it at once; a kill -9 between the two leaves the name. dl's
+        // list chaos trials found it: the last run completed the list, and its state folder stayed for that one file.
+        let state = root.appendingPathComponent(".downloader")
+        try FileManager.default.createDirectory(
+            at: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try Data("https://example.com/a\t{}\n".utf8).write(to: state.appendingPathComponent(".spill-2699-1253796318"))
+        var configuration = DownloadManager.Configuration.forTests(directory: root)
+        configuration.removesStateWhenFinished = true
+        let manager = try DownloadManager(configuration: configuration)
+        let receipt = try await manager.download(server.url("/bytes/after-spill?size=2000"))
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "after-spill", size: 2000).md5)
+        await manager.shutdown()
+        let left = try? FileManager.default.contentsOfDirectory(atPath: state.path)
+        #expect(left == nil, "the state folder is gone with nothing unfinished; it held \(left ?? [])")
+    }
 }
 
 @Suite("Free space estimate")

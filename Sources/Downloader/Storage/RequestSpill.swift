@@ -12,7 +12,8 @@ import Foundation
 /// memory.
 ///
 /// The file lives in the state folder, mode 0600, and is unlinked as soon as it is created, so nothing of it outlives
-/// the process (a crash or `kill -9` included) and no other process finds it by name. A line is the URL, a tab and the
+/// the process and no other process finds it by name — but for a kill between the two calls, which leaves the name;
+/// the next manager on the folder deletes it (`isFileName(_:)`). A line is the URL, a tab and the
 /// request's options as the journal writes them, or nothing when they are the options of the line before (a list's
 /// requests mostly share theirs). Only requests that read back equal and hold no secret are parked: no credentials in
 /// a URL or mirror and no `Authorization`, `Cookie` or `Proxy-Authorization` header (secrets never reach the disk), no
@@ -37,13 +38,32 @@ final class RequestSpill {
     /// Creates the file in the state folder and unlinks it.
     /// - Returns: `nil` when the folder takes no file.
     init?(in folder: StateFolder) {
-        let name = ".spill-\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+        let name = Self.newFileName()
         guard let fd = try? folder.openFile(name, in: .state, flags: O_RDWR | O_CREAT | O_EXCL) else { return nil }
         _ = folder.remove(name, in: .state)
         self.fd = fd
     }
 
     deinit { _ = closeDescriptor(fd) }
+
+    /// How a spill file's name begins: the process's id, a dash and a random number follow.
+    static let namePrefix = ".spill-"
+
+    /// A name for a new spill file: the prefix, this process's id and a random number.
+    static func newFileName() -> String {
+        "\(namePrefix)\(getpid())-\(UInt64.random(in: 0...UInt64.max))"
+    }
+
+    /// Whether `name` is one this type gives its file: a kill between creating and unlinking it leaves that name, which
+    /// the next manager on the folder deletes (`StateFolder.removeTemporaryFiles(in:)`; it holds the folder's lock, so
+    /// no spill of a running process is there).
+    /// - Parameter name: a name in the state folder.
+    /// - Returns: whether it is `.spill-`, digits, a dash and digits.
+    static func isFileName(_ name: String) -> Bool {
+        guard name.hasPrefix(namePrefix) else { return false }
+        let numbers = name.dropFirst(namePrefix.count).split(separator: "-", omittingEmptySubsequences: false)
+        return numbers.count == 2 && numbers.allSatisfy { !$0.isEmpty && $0.allSatisfy { ("0"..."9").contains($0) } }
+    }
 
     /// Parks a request.
     /// - Returns: `false` when it cannot be parked (a secret, a relative URL, options that do not read back equal, or

@@ -294,9 +294,11 @@ final class StateFolder: Sendable {
         guard ftruncate(fd, off_t(data.count)) == 0 else { throw POSIXError.current }
     }
 
-    /// Deletes temporary files that a crash left in an area (only names of the form this type writes).
+    /// Deletes temporary files that a crash left in an area (only names of the forms this package writes: this type's
+    /// temporary names, and a batch's spill file, `RequestSpill`). Call with the folder's lock held.
     func removeTemporaryFiles(in area: Area) {
-        for name in names(in: area) where name.hasPrefix(".") && name.contains(AtomicFile.temporaryMarker) {
+        for name in names(in: area)
+        where name.hasPrefix(".") && (name.contains(AtomicFile.temporaryMarker) || RequestSpill.isFileName(name)) {
             remove(name, in: area)
         }
     }
