@@ -130,12 +130,17 @@ final class DLChaosTests: Sendable {
         let peak = PeakMemory(pid: first.pid)
         let target = sentBefore + trial.after
         let signalled = Locked<ContinuousClock.Instant?>(nil)
-        let sent = await server.waitUntil(timeout: .seconds(60)) { [signal = trial.signal] in
-            guard first.isRunning else { return true }  // ended before the target (the disk fell behind a fast body)
-            guard $0.bodyBytesSent >= target else { return false }
-            signalled.withLock { $0 = .now }
-            first.send(signal)
-            return true
+        // A condition is looked at on the server's events; a dl that ended before the target (the disk fell behind a
+        // fast body) makes none, so the wait is one of a second at a time, up to a minute, until dl has ended.
+        var sent = false
+        for _ in 0..<60 where !sent && first.isRunning {
+            sent = await server.waitUntil(timeout: .seconds(1)) { [signal = trial.signal] in
+                guard first.isRunning else { return true }
+                guard $0.bodyBytesSent >= target else { return false }
+                signalled.withLock { $0 = .now }
+                first.send(signal)
+                return true
+            }
         }
         // It may have finished (or failed) before the target: then it is not signalled (its pid may be another
         // process's by now).
