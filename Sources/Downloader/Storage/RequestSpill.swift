@@ -12,12 +12,12 @@ import Foundation
 /// memory.
 ///
 /// The file lives in the state folder, mode 0600, and is unlinked as soon as it is created, so nothing of it outlives
-/// the process and no other process finds it by name — but for a kill between the two calls, which leaves the name;
-/// the next manager on the folder deletes it (`isFileName(_:)`). A line is the URL, a tab and the
-/// request's options as the journal writes them, or nothing when they are the options of the line before (a list's
-/// requests mostly share theirs). Only requests that read back equal and hold no secret are parked: no credentials in
-/// a URL or mirror and no `Authorization`, `Cookie` or `Proxy-Authorization` header (secrets never reach the disk), no
-/// relative URLs, options that survive the round trip.
+/// the process and no other process finds it by name — but for a kill between the two calls, which leaves the name; the
+/// next manager on the folder deletes it (`isFileName(_:)`). A line is the URL, a tab and the request's options as the
+/// journal writes them, or nothing when they are the options of the line before (a list's requests mostly share
+/// theirs). Only requests that read back equal and hold no secret are parked: no credentials in a URL or mirror and no
+/// `Authorization`, `Cookie` or `Proxy-Authorization` header (secrets never reach the disk), no relative URLs, options
+/// that survive the round trip.
 final class RequestSpill {
     private let fd: Int32
     /// Bytes appended and not yet written: written in 64 KiB pieces.
