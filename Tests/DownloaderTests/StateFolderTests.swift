@@ -135,6 +135,18 @@ final class StateFolderTests: Sendable {
         await manager.shutdown()
     }
 
+    /// A run that leaves nothing unfinished: a manager that removes its state when finished, one 2,000-byte download
+    /// checked, and its shutdown.
+    /// - Parameter name: the file's name on the test server.
+    private func finishedRun(downloading name: String) async throws {
+        var configuration = DownloadManager.Configuration.forTests(directory: root)
+        configuration.removesStateWhenFinished = true
+        let manager = try DownloadManager(configuration: configuration)
+        let receipt = try await manager.download(server.url("/bytes/\(name)?size=2000"))
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: name, size: 2000).md5)
+        await manager.shutdown()
+    }
+
     @Test("A stranger's file in the partial area survives recovery and the clean-up of a finished run")
     func strangerInPartialArea() async throws {
         let partial = root.appendingPathComponent(".downloader/partial")
@@ -142,12 +154,7 @@ final class StateFolderTests: Sendable {
             at: partial, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let notes = partial.appendingPathComponent("notes.txt")
         try Data("mine".utf8).write(to: notes)
-        var configuration = DownloadManager.Configuration.forTests(directory: root)
-        configuration.removesStateWhenFinished = true
-        let manager = try DownloadManager(configuration: configuration)
-        let receipt = try await manager.download(server.url("/bytes/clean?size=2000"))
-        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "clean", size: 2000).md5)
-        await manager.shutdown()
+        try await finishedRun(downloading: "clean")
         #expect(try String(contentsOf: notes, encoding: .utf8) == "mine")
         let left =
             (try? FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent(".downloader").path))
@@ -164,12 +171,7 @@ final class StateFolderTests: Sendable {
         try FileManager.default.createDirectory(
             at: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         try Data("https://example.com/a\t{}\n".utf8).write(to: state.appendingPathComponent(".spill-2699-1253796318"))
-        var configuration = DownloadManager.Configuration.forTests(directory: root)
-        configuration.removesStateWhenFinished = true
-        let manager = try DownloadManager(configuration: configuration)
-        let receipt = try await manager.download(server.url("/bytes/after-spill?size=2000"))
-        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "after-spill", size: 2000).md5)
-        await manager.shutdown()
+        try await finishedRun(downloading: "after-spill")
         let left = try? FileManager.default.contentsOfDirectory(atPath: state.path)
         #expect(left == nil, "the state folder is gone with nothing unfinished; it held \(left ?? [])")
     }
