@@ -82,6 +82,42 @@ final class SessionBridgeTests {
         }
     }
 
+    @Test("Time the watchdog could not watch (the process stopped) is no stall; time it watched is")
+    func unwatchedTimeIsNoStall() async throws {
+        // The watchdog's own ticks come every second (a 600-s timeout); the test adds ticks of its own, with times
+        // ahead of the clock: one 700 s after the last (a process stopped that long), or one every second up to 700 s
+        // (a server silent that long). Before: both closed the request as stalled.
+        for (name, watched) in [("stopped", false), ("silent", true)] {
+            let bridge = SessionBridge(configuration: .init(stallTimeout: 600))
+            let sink = RecordingSink()
+            let request = URLRequest(url: server.url("/bytes/\(name)?size=100000&stallAfter=0&stall=60"))
+            let running = Task { await bridge.performAuthorized(request, sink: sink) }
+            let deadline = TestTime.deadline(in: .seconds(120))
+            while !sink.names.contains("receive(response:)") && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))  // polling an event with a deadline
+            }
+            #expect(sink.names.contains("receive(response:)"), "\(name): \(sink.names)")
+            let start = DispatchTime.now().uptimeNanoseconds + 2_000_000_000  // after any tick of the real clock
+            if watched {
+                for second in 0...700 { bridge.checkForStalls(now: start + UInt64(second) * 1_000_000_000) }
+            } else {
+                bridge.checkForStalls(now: start)
+                bridge.checkForStalls(now: start + 700_000_000_000)
+            }
+            running.cancel()
+            let (end, _) = await running.value
+            switch end {
+            case .failed(let error) where error == .stalled:
+                #expect(watched, "\(name): 700 s nobody watched closed the request: \(error)")
+            case .cancelled:
+                #expect(!watched, "\(name): 700 s without a byte, watched, did not close the request")
+            default:
+                Issue.record("\(name): \(end)")
+            }
+            bridge.invalidate()
+        }
+    }
+
     @Test("A request cancelled at any moment of its start ends, cancelled or finished")
     func cancelledWhileStarting() async throws {
         // A cancellation may come while the task is made, before it is registered, before it is resumed, or after.

@@ -68,6 +68,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// (`answerClosedRequestsAtOnce()`).
         var answersClosedAtOnce = false
         var warm: WarmConnections
+        /// The watchdog's ticks (`checkForStalls`).
+        var ticks: WatchdogTicks
     }
 
     let configuration: Configuration
@@ -88,7 +90,13 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
     /// Creates the session.
     init(configuration: Configuration = Configuration()) {
         self.configuration = configuration
-        state = Locked(State(warm: WarmConnections(capacity: configuration.maximumConnectionsPerHost)))
+        let shortest = min(configuration.stallTimeout, configuration.lowestSpeed?.seconds ?? .infinity)
+        let interval = max(0.05, min(1, shortest / 4))
+        state = Locked(
+            State(
+                warm: WarmConnections(capacity: configuration.maximumConnectionsPerHost),
+                ticks: WatchdogTicks(
+                    interval: UInt64(interval * 1e9), start: DispatchTime.now().uptimeNanoseconds)))
         gate = ConnectionGate(cap: configuration.connectionCap)
         delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
@@ -114,8 +122,6 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         sessionConfiguration.timeoutIntervalForRequest = max(600, configuration.stallTimeout * 4)
         session = URLSession(configuration: sessionConfiguration, delegate: self, delegateQueue: delegateQueue)
 
-        let shortest = min(configuration.stallTimeout, configuration.lowestSpeed?.seconds ?? .infinity)
-        let interval = max(0.05, min(1, shortest / 4))
         watchdog.schedule(deadline: .now() + interval, repeating: interval)
         watchdog.setEventHandler { [weak self] in self?.checkForStalls() }
         watchdog.resume()

@@ -21,6 +21,25 @@ final class DLReliabilityTests: Sendable {
 
     var dir: URL { work.appendingPathComponent("out") }
 
+    @Test("dl stopped (SIGSTOP, Ctrl-Z) for longer than --timeout and continued: the stop is not a stall, no retry")
+    func stoppedProcessIsNoStall() async throws {
+        // The body pauses 9 s after 100,000 bytes; dl is stopped for 8 s of it, from the pause's first moment. The
+        // watchdog, overdue when dl continues, used to judge the 8 s it could not watch: "no data for 4 s", a retry
+        // (a CI machine that froze dl for 30 s cost a signed link its only GET this way).
+        let url = server.url("/bytes/frozen?size=400000&stallAfter=100000&stall=9&stallCount=1&stallReached=1")
+        let running = try DLProcess(["-T", "4", "--dir", dir.path, url.absoluteString], in: work)
+        #expect(await running.send(SIGSTOP, when: server) { $0.stallsBegun >= 1 })
+        try await Task.sleep(for: .seconds(8))  // the scenario's length, not a wait for an event
+        running.send(SIGCONT)
+        let outcome = await running.wait()
+        #expect(outcome.status == 0, "\(outcome.stderr)")
+        #expect(!outcome.stderr.contains("no data"), "\(outcome.stderr)")
+        let gets = server.statistics.requests(path: "/bytes/frozen").filter { $0.method == "GET" }
+        #expect(gets.count == 2, "the first 16 KiB, then the rest in one request: \(gets.map(\.range))")
+        let file = URL(fileURLWithPath: outcome.lines.first ?? "")
+        #expect(MD5.hash(data: try Data(contentsOf: file)) == TestContent(name: "frozen", size: 400_000).md5)
+    }
+
     @Test("A signal during a body the server cannot resume says so on stop and in --list (issue #33)")
     func unresumableStopSaysSo() async throws {
         let url = server.url("/bytes/whole?size=\(64 << 20)&length=none&norange=1&stallAfter=\(1 << 20)&stall=60")
