@@ -19,6 +19,8 @@ extension Arguments {
                                      of a whole window cut short when slow (for servers that pause mid-body)
           DL_IN_FLIGHT=N             how many of -i's URLs may be read and not yet done (default 1000)
           DL_PASSWORD                the password for --user when no other is given
+          DL_STOP_DEADLINE=S         how long a signal's clean stop may take before dl exits anyway (default 4 s;
+                                     what was saved then resumes as after kill -9)
 
         Errors that a retry cannot change (an unknown host, an untrusted certificate, 404 and other 4xx but 408
         and 429) fail at once; connection faults, stalls, 5xx, 408 and 429 are retried (--retries).

@@ -13,12 +13,26 @@ import Foundation
 /// command resumes later. A second signal exits immediately, and so does a stop that has not ended after
 /// `stopDeadline` seconds: what is saved then is what `kill -9` would leave, which a rerun continues as well.
 final class SignalHandler: @unchecked Sendable {
-    /// How long a clean stop may take before the process exits anyway (the run must end within 5 s of a signal).
+    /// How long a clean stop may take by default before the process exits anyway (the run must end within 5 s of a
+    /// signal).
     ///
     /// The exit cannot cut short a file sync already in the kernel: `_exit` waits for it. A sync waits for the file
     /// system's journal, and so for whatever other programs left unwritten on the same drive; when they keep that
     /// drive busy, the process ends when that sync returns (26 s after the deadline once, on a stalled CI machine).
-    static let stopDeadline = 4.0
+    static let defaultStopDeadline = 4.0
+
+    /// The deadline `DL_STOP_DEADLINE` asks for: seconds, more than 0 (a drive known to be slow, or tests that check
+    /// the clean stop on a machine that stalls); anything else is the default.
+    /// - Parameter environment: the process's environment.
+    /// - Returns: seconds.
+    static func stopDeadline(environment: [String: String]) -> Double {
+        guard let text = environment["DL_STOP_DEADLINE"], let seconds = Double(text), seconds > 0, seconds.isFinite
+        else { return defaultStopDeadline }
+        return seconds
+    }
+
+    /// How long this process's clean stop may take.
+    private let stopDeadline: Double
 
     private let manager: DownloadManager
     private let renderer: ProgressRenderer
@@ -32,9 +46,10 @@ final class SignalHandler: @unchecked Sendable {
 
     init(
         manager: DownloadManager, renderer: ProgressRenderer, directory: URL, state: URL,
-        onStop: @escaping @Sendable () -> Void = {}
+        stopDeadline: Double = defaultStopDeadline, onStop: @escaping @Sendable () -> Void = {}
     ) {
         self.manager = manager
+        self.stopDeadline = stopDeadline
         self.onStop = onStop
         self.renderer = renderer
         self.directory = directory
@@ -67,7 +82,7 @@ final class SignalHandler: @unchecked Sendable {
         if second { Self.exitNow(status) }
         // A thread of its own, not Dispatch's pool: threads blocked inside URLSession may hold that pool's few workers.
         Thread.detachNewThread { [self] in
-            Thread.sleep(forTimeInterval: Self.stopDeadline)
+            Thread.sleep(forTimeInterval: stopDeadline)
             guard takeExit() else { return }
             onStop()
             renderer.printError(

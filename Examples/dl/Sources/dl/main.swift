@@ -177,6 +177,7 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     // at once.
     let signals = SignalHandler(
         manager: manager, renderer: renderer, directory: directory, state: state,
+        stopDeadline: SignalHandler.stopDeadline(environment: ProcessInfo.processInfo.environment),
         onStop: {
             saveCookies()
             resultLog?.finish()

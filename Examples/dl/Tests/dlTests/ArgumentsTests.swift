@@ -83,8 +83,19 @@ struct ArgumentsTests {
         for text in [
             "STARTUP:", "DOWNLOAD:", "VERIFICATION:", "OUTPUT:", "ENVIRONMENT:", "Exit status", "-x, -s",
             "--max-connection-per-server", "-O -", "--on-download-complete", "-V, --version", "-h, --help",
+            "DL_STOP_DEADLINE",
         ] {
             #expect(usage.contains(text), "\(text) is missing from --help")
+        }
+    }
+
+    @Test("DL_STOP_DEADLINE sets the clean stop's seconds; unset, empty, zero, negative or not a number is 4 s")
+    func stopDeadline() {
+        #expect(SignalHandler.stopDeadline(environment: [:]) == 4)
+        #expect(SignalHandler.stopDeadline(environment: ["DL_STOP_DEADLINE": "60"]) == 60)
+        #expect(SignalHandler.stopDeadline(environment: ["DL_STOP_DEADLINE": "0.5"]) == 0.5)
+        for bad in ["", "0", "-3", "soon", "inf", "nan"] {
+            #expect(SignalHandler.stopDeadline(environment: ["DL_STOP_DEADLINE": bad]) == 4, "\(bad)")
         }
     }
 }

@@ -35,6 +35,10 @@ final class DLProcess: @unchecked Sendable {
         BuiltProducts.url(name)
     }
 
+    /// An environment in which a signal's clean stop may take a minute (`DL_STOP_DEADLINE`), for tests that check
+    /// the clean stop's message or state on a machine that may stall for seconds.
+    static let patientStop = ["DL_STOP_DEADLINE": "60"]
+
     private let process: SpawnedProcess
 
     /// Starts `dl` (or another executable) with `arguments` in `directory`.

@@ -112,7 +112,8 @@ final class DLTrustTests: Sendable {
     func hangUp() async throws {
         let url = server.url("/bytes/hup?size=400000&stallAfter=200000&stall=300&stallCount=2")
         // -T 300: a starved test runner may signal late; dl must not retry the stall (and finish) before it.
-        let first = try DLProcess(["-P", dir.path, "-T", "300", url.absoluteString], in: work)
+        let first = try DLProcess(
+            ["-P", dir.path, "-T", "300", url.absoluteString], in: work, environment: DLProcess.patientStop)
         #expect(await server.waitUntil { $0.bodyBytesSent >= 200_000 })
         first.send(SIGHUP)
         let outcome = await first.wait()
