@@ -23,7 +23,8 @@ extension DownloadManager {
         public var retryBaseDelay: TimeInterval
         /// The longest wait between retries without `Retry-After` (seconds). Default 60.
         public var maximumRetryDelay: TimeInterval
-        /// A request that receives no byte for this long is closed and retried (seconds). Default 30.
+        /// A request that receives no byte for this long is closed and retried (seconds). Default 30. Time the process
+        /// did not run (stopped by SIGSTOP or Ctrl-Z, frozen by a stalled machine) does not count.
         public var stallTimeout: TimeInterval
         /// A request that receives less than this many bytes per second, measured over `lowestSpeedInterval`, is
         /// closed and retried like a stall (a body that trickles a byte every few seconds never trips
