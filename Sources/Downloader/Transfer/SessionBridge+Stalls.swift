@@ -19,6 +19,8 @@ struct WatchdogTicks: Sendable, Equatable {
 
     /// Ticks every `interval` nanoseconds from `start`, tolerating `tolerance` (default a second) of lateness.
     /// - Parameters:
+    ///   - interval: the ticks' period, in nanoseconds.
+    ///   - tolerance: how late a tick may come and still count as watched time, in nanoseconds.
     ///   - start: when the watch begins: a first tick long after it (the process stopped before its first second)
     ///     leaves time unwatched too.
     init(interval: UInt64, tolerance: UInt64 = 1_000_000_000, start: UInt64) {
