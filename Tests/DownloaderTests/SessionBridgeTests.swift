@@ -53,6 +53,16 @@ final class SessionBridgeTests {
 
         var offQueue: [String] { calls.withLock { $0.filter { !$0.onDelegateQueue }.map(\.name) } }
         var names: [String] { calls.withLock { $0.map(\.name) } }
+
+        /// Waits until the response has reached the sink, polling with a deadline (two minutes, scaled).
+        /// - Returns: whether it did before the deadline.
+        func waitForResponse() async throws -> Bool {
+            let deadline = TestTime.deadline(in: .seconds(120))
+            while !names.contains("receive(response:)") && ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(5))  // polling an event with a deadline
+            }
+            return names.contains("receive(response:)")
+        }
     }
 
     @Test(
@@ -69,11 +79,7 @@ final class SessionBridgeTests {
             let request = URLRequest(url: server.url("/bytes/\(name)?size=100000&stallAfter=0&stall=60"))
             let running = Task { await bridge.performAuthorized(request, sink: sink) }
             if cancels {
-                let deadline = TestTime.deadline(in: .seconds(120))
-                while !sink.names.contains("receive(response:)") && ContinuousClock.now < deadline {
-                    try await Task.sleep(for: .milliseconds(5))  // polling an event with a deadline
-                }
-                #expect(sink.names.contains("receive(response:)"), "\(name): \(sink.names)")
+                #expect(try await sink.waitForResponse(), "\(name): \(sink.names)")
                 running.cancel()
             }
             let (end, _) = await running.value
@@ -92,11 +98,7 @@ final class SessionBridgeTests {
             let sink = RecordingSink()
             let request = URLRequest(url: server.url("/bytes/\(name)?size=100000&stallAfter=0&stall=60"))
             let running = Task { await bridge.performAuthorized(request, sink: sink) }
-            let deadline = TestTime.deadline(in: .seconds(120))
-            while !sink.names.contains("receive(response:)") && ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(5))  // polling an event with a deadline
-            }
-            #expect(sink.names.contains("receive(response:)"), "\(name): \(sink.names)")
+            #expect(try await sink.waitForResponse(), "\(name): \(sink.names)")
             let start = DispatchTime.now().uptimeNanoseconds + 2_000_000_000  // after any tick of the real clock
             if watched {
                 for second in 0...700 { bridge.checkForStalls(now: start + UInt64(second) * 1_000_000_000) }
