@@ -93,7 +93,7 @@ struct ReceiptJournalTests {
         }
     }
 
-    @Test("Seeded changes over many compactions: right after each one, every download's last state is on disk")
+    @Test("Seeded changes over many compactions: right after each one, every download's last state is on disk, in order")
     func compactionSeeded() throws {
         let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_JOURNAL_SEEDS"] ?? "") ?? 3
         let states: [DownloadState] = [.queued, .downloading, .suspended, .failed]
@@ -105,12 +105,20 @@ struct ReceiptJournalTests {
             let urls = (0..<12).map { URL(string: "http://127.0.0.1:1/\($0)")! }
             var random = SeededGenerator(seed: seed)
             var model: [URL: DownloadState] = [:]
+            // The order a compacted journal keeps: first appearance; a download removed and asked for again comes last.
+            var order: [URL] = []
             var (size, compactions): (Int64, Int) = (0, 0)
             // About 2 MB of lines: the file passes 256 KiB, and is compacted, several times.
             for _ in 0..<8_000 {
                 let url = urls[Int(random.next() % 12)]
                 let state = states[Int(random.next() % 4)]
-                switch random.next() % 8 {
+                let action = random.next() % 8
+                if action == 0 {
+                    order.removeAll { $0 == url }
+                } else if model[url] == nil {
+                    order.append(url)
+                }
+                switch action {
                 case 0:
                     journal.noteRemoval(url)
                     model[url] = nil
@@ -131,6 +139,7 @@ struct ReceiptJournalTests {
                 let (reopened, entries, problem) = try ReceiptJournal.open(folder)
                 let found = Dictionary(uniqueKeysWithValues: entries.map { ($0.url, $0.state) })
                 #expect(problem == nil && found == model, "seed \(seed) (DOWNLOADER_JOURNAL_SEEDS replays 1...N)")
+                #expect(entries.map(\.url) == order, "seed \(seed): the order after compaction")
                 // One line a download: one removed and asked for again is not copied twice.
                 let lines = try Data(contentsOf: file).filter { $0 == 0x0a }.count
                 #expect(lines == model.count, "seed \(seed): \(lines) lines for \(model.count) downloads")

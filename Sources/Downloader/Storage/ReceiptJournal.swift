@@ -43,9 +43,11 @@ final class ReceiptJournal: @unchecked Sendable {
     private var fd: Int32 = -1
     /// Bytes in the file (all whole lines).
     private var fileBytes = 0
-    /// Where each live download's latest line is in the file, in the order downloads first appeared.
-    private var index: [String: Range<Int>] = [:]
-    private var order: [String] = []
+    /// Where each live download's latest line is in the file, and its place in the order downloads first appeared (a
+    /// download removed and asked for again takes a new place, after the others).
+    private var index: [String: (range: Range<Int>, place: Int)] = [:]
+    /// The place the next download that appears takes.
+    private var nextPlace = 0
     private var liveBytes = 0
     /// Placements of verified files written and not yet superseded by a completed line or a removal.
     private var placements: [String: JournalEntry.Placement] = [:]
@@ -83,8 +85,8 @@ final class ReceiptJournal: @unchecked Sendable {
         let (decoded, undecodable) = lines.entries(in: data)
         var entries: [JournalEntry] = []
         for line in decoded {
-            journal.order.append(line.key)
-            journal.index[line.key] = line.range
+            journal.index[line.key] = (line.range, journal.nextPlace)
+            journal.nextPlace += 1
             entries.append(line.entry)
             journal.liveBytes += line.range.count
             if let placement = line.entry.placement { journal.placements[line.key] = placement }
@@ -135,7 +137,6 @@ final class ReceiptJournal: @unchecked Sendable {
     func rewrite(_ entries: [JournalEntry]) {
         queue.sync {
             index = [:]
-            order = []
             liveBytes = 0
             write(entries.map(JournalLine.put), after: 0)
             compact()
@@ -269,12 +270,10 @@ final class ReceiptJournal: @unchecked Sendable {
             let range = offset..<(offset + item.line.count)
             offset = range.upperBound
             if item.isRemoval {
-                liveBytes -= index.removeValue(forKey: item.key)?.count ?? 0
-            } else if let old = index.updateValue(range, forKey: item.key) {
-                liveBytes += range.count - old.count
+                liveBytes -= index.removeValue(forKey: item.key)?.range.count ?? 0
             } else {
-                order.append(item.key)
-                liveBytes += range.count
+                // One look-up whether the download is new or not.
+                place(range, in: &index[item.key, default: (range, -1)])
             }
         }
         fileBytes = offset
@@ -285,6 +284,19 @@ final class ReceiptJournal: @unchecked Sendable {
         report(nil)
         scheduleSync()
         compactIfLarge()
+    }
+
+    /// Records that a download's latest line is at `range`; a download new to the index (`place` -1) takes the next
+    /// place.
+    private func place(_ range: Range<Int>, in entry: inout (range: Range<Int>, place: Int)) {
+        if entry.place < 0 {
+            entry.place = nextPlace
+            nextPlace += 1
+            liveBytes += range.count
+        } else {
+            liveBytes += range.count - entry.range.count
+            entry.range = range
+        }
     }
 
     private func report(_ error: DownloadError?) {
@@ -326,27 +338,16 @@ final class ReceiptJournal: @unchecked Sendable {
     /// Atomically replaces the file with each live download's latest line, copied as bytes (nothing is decoded).
     private func compact() {
         let data = readWhole()
-        // The bytes are copied into one buffer: a `Data.append` a line cost 1,200 instructions (issue #52).
-        // A download removed and asked for again is in `order` twice: its place is the later one, and its line is
-        // copied once (each place copied it before, and the copies counted as live).
-        var seen = Set<String>(minimumCapacity: index.count)
-        var live: [(key: String, range: Range<Int>)] = []
-        live.reserveCapacity(index.count)
-        for key in order.reversed() where seen.insert(key).inserted {
-            if let range = index[key] { live.append((key, range)) }
-        }
-        live.reverse()
-        order = live.map(\.key)
+        // The bytes are copied into one buffer: a `Data.append` a line cost 1,200 instructions (issue #52). Only live
+        // downloads are visited, in their places: removed ones cost nothing here (issue #52).
+        let live = index.sorted { $0.value.place < $1.value.place }
         var content: [UInt8] = []
         content.reserveCapacity(liveBytes)
-        var moved: [String: Range<Int>] = [:]
+        var moved: [String: (range: Range<Int>, place: Int)] = [:]
         moved.reserveCapacity(live.count)
-        var kept: [String] = []
-        kept.reserveCapacity(live.count)
         data.withUnsafeBytes { bytes in
-            for (key, range) in live where range.upperBound <= bytes.count {
-                moved[key] = content.count..<(content.count + range.count)
-                kept.append(key)
+            for (key, (range, place)) in live where range.upperBound <= bytes.count {
+                moved[key] = (content.count..<(content.count + range.count), place)
                 content.append(contentsOf: bytes[range])
             }
         }
@@ -359,7 +360,6 @@ final class ReceiptJournal: @unchecked Sendable {
         }
         try? openForAppending(truncatingTo: content.count)
         index = moved
-        order = kept
         liveBytes = content.count
     }
 }
