@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTestServer
 import Testing
 
 @testable import Downloader
@@ -228,6 +229,24 @@ struct FilenameSanitizerTests {
         #expect(!DownloadDirectory.defaultFilename(for: noExtension).contains("."))
         let weird = try #require(URL(string: "https://example.com/a.ex%2Fe"))
         #expect(!DownloadDirectory.defaultFilename(for: weird).contains("/"))
+    }
+
+    @Test("An extension is kept when it is 1 to 16 ASCII letters and digits, as the Unicode properties say, over seeded ones")
+    func extensionsKept() throws {
+        let pieces = ["a", "Z", "7", "é", "ß", "Ω", "ｚ", "٣", "_", "-", "+", "~", "%41", "bin", "TAR", "0123456789"]
+        for seed in UInt64(1)...300 {
+            var random = SeededGenerator(seed: seed)
+            let ext = (0..<Int(1 + random.next() % 6)).map { _ in pieces.randomElement(using: &random)! }.joined()
+            let url = try #require(URL(string: "http://127.0.0.1:1/name." + ext), "seed \(seed): \(ext)")
+            let read = url.fileExtension
+            let expected =
+                !read.isEmpty && read.utf8.count <= 16
+                && read.unicodeScalars.allSatisfy {
+                    $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0)
+                }
+            let name = DownloadDirectory.defaultFilename(for: url, key: "k")
+            #expect(name == (expected ? "k." + read : "k"), "seed \(seed): \(ext) → \(name)")
+        }
     }
 }
 

