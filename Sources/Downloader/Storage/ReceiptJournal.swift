@@ -272,8 +272,9 @@ final class ReceiptJournal: @unchecked Sendable {
             if item.isRemoval {
                 liveBytes -= index.removeValue(forKey: item.key)?.range.count ?? 0
             } else {
-                // One look-up whether the download is new or not.
-                place(range, in: &index[item.key, default: (range, -1)])
+                // One look-up whether the download is new or not; a constant default captures nothing (a default
+                // that captured `range` allocated a closure context for every line).
+                place(range, in: &index[item.key, default: (0..<0, -1)])
             }
         }
         fileBytes = offset
@@ -292,11 +293,9 @@ final class ReceiptJournal: @unchecked Sendable {
         if entry.place < 0 {
             entry.place = nextPlace
             nextPlace += 1
-            liveBytes += range.count
-        } else {
-            liveBytes += range.count - entry.range.count
-            entry.range = range
         }
+        liveBytes += range.count - entry.range.count
+        entry.range = range
     }
 
     private func report(_ error: DownloadError?) {
