@@ -93,7 +93,7 @@ struct ReceiptJournalTests {
         }
     }
 
-    @Test("Seeded changes over many compactions: right after each one, every download's last state is on disk, in order")
+    @Test("Seeded changes over many compactions: right after each one, every download's last state, in order")
     func compactionSeeded() throws {
         let seeds = UInt64(ProcessInfo.processInfo.environment["DOWNLOADER_JOURNAL_SEEDS"] ?? "") ?? 3
         let states: [DownloadState] = [.queued, .downloading, .suspended, .failed]
