@@ -39,7 +39,7 @@ struct DownloadKey: Hashable, Sendable, CustomStringConvertible {
     }
 
     /// MurmurHash3's 64-bit finalizer: every bit of `value` moves about half of the result's.
-    static func mix(_ value: Int) -> Int {
+    private static func mix(_ value: Int) -> Int {
         var bits = UInt64(truncatingIfNeeded: value)
         bits ^= bits >> 33
         bits &*= 0xff51_afd7_ed55_8ccd

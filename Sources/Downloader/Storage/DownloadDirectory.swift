@@ -151,9 +151,12 @@ struct DownloadDirectory: Sendable {
         let safeExtension =
             !ext.isEmpty && ext.utf8.count <= 16
             && ext.utf8.allSatisfy { byte in
-                let letter = byte | 0x20
-                return (letter >= UInt8(ascii: "a") && letter <= UInt8(ascii: "z"))
-                    || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9"))
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    true
+                default: false
+                }
             }
         return (key ?? Self.key(for: url)) + (safeExtension ? "." + ext : "")
     }
