@@ -36,6 +36,12 @@ struct FaultMatrixTests {
 
     static let window = 65_536
     static let size = 200_000
+    /// The manager's stall timeout: the suite's, which a busy machine does not reach by accident. With 1 s, a
+    /// download whose bytes the loaded process had not read for a second was judged stalled, and two such retries on
+    /// top of `drops3`'s three deliberate drops used up its four (CI of `7caeefa`).
+    static let stallTimeout = TestTime.stallTimeout
+    /// How long the `stall` case's server pauses: well past the timeout.
+    static var serverStall: Int { Int((stallTimeout * 3).rounded(.up)) }
 
     static var cases: [Case] {
         var cases: [Case] = []
@@ -59,7 +65,9 @@ struct FaultMatrixTests {
             Case(name: "e503always", size: 1000, options: "status=503", outcome: .fails(.httpStatus)),
             Case(name: "e404", size: 1000, options: "status=404", outcome: .fails(.httpStatus)),
             Case(name: "e410", size: 1000, options: "status=410", outcome: .fails(.httpStatus)),
-            Case(name: "stall", size: size, options: "stallAfter=30000&stall=30&stallCount=1", outcome: .completes),
+            Case(
+                name: "stall", size: size, options: "stallAfter=30000&stall=\(serverStall)&stallCount=1",
+                outcome: .completes),
             Case(name: "badmd5", size: 30_000, options: "md5=bad", outcome: .fails(.checksumMismatch)),
             Case(name: "goodmd5", size: 30_000, options: "md5=1&digest=1", outcome: .completes),
             Case(name: "gzip", size: size, options: "gzip=1", outcome: .completes),
@@ -88,7 +96,19 @@ struct FaultMatrixTests {
         let temporary = TemporaryDirectory(existing: workspace.directory)
         let manager = try DownloadManager(
             configuration: .forTests(
-                directory: temporary.url, maximumActive: 8, retryLimit: 4, stallTimeout: 1, window: Self.window))
+                directory: temporary.url, maximumActive: 8, retryLimit: 4, stallTimeout: Self.stallTimeout,
+                window: Self.window))
+
+        // Each download's retries and why, said with a failure: a fault matrix that fails on a busy machine must say
+        // what it saw.
+        let retryEvents = await manager.events(of: [.retrying])
+        let recorder = Task {
+            var retries: [URL: [DownloadError]] = [:]
+            for await case .retrying(let url, _, _, let reason) in retryEvents {
+                retries[url, default: []].append(reason)
+            }
+            return retries
+        }
 
         let cases = Self.cases
         let results = await withTaskGroup(of: (Case, URL, Result<DownloadReceipt, any Error>).self) { group in
@@ -105,8 +125,17 @@ struct FaultMatrixTests {
             return await group.reduce(into: []) { $0.append($1) }
         }
 
+        await manager.waitUntilQuiet()
+        // The events stream ends once the manager has shut down, after its last event: every retry is recorded then.
+        await manager.shutdown()
+        let retried = await recorder.value
+
         var corrupt = 0
-        for (fault, _, result) in results {
+        for (fault, url, result) in results {
+            let reasons = retried[url] ?? []
+            if fault.name == "stall" {
+                #expect(reasons.contains { $0 == .stalled }, "stall: retried after a stall (retries: \(reasons))")
+            }
             switch (fault.outcome, result) {
             case (.completes(let versions), .success(let receipt)):
                 let digest = try md5OfFile(receipt.fileURL).hexString
@@ -123,10 +152,9 @@ struct FaultMatrixTests {
                     downloadError?.url != nil && downloadError?.reason.isEmpty == false,
                     "\(fault.name): says which URL and why")
             default:
-                Issue.record("\(fault.name): expected it \(fault.outcome), got \(result)")
+                Issue.record("\(fault.name): expected it \(fault.outcome), got \(result); retries: \(reasons)")
             }
         }
-        await manager.waitUntilQuiet()
 
         // The completed area holds exactly the completed downloads, each a version the server served.
         let completedNames = Set(results.compactMap { try? $0.2.get().fileURL.lastPathComponent })
@@ -135,6 +163,5 @@ struct FaultMatrixTests {
         }
         #expect(Set(files) == completedNames)
         #expect(corrupt == 0)
-        await manager.shutdown()
     }
 }
