@@ -362,4 +362,71 @@ struct DiskPipelineTests {
                 sourceLocation: sourceLocation)
         }
     }
+
+    @Test("drainedHere writes and hashes a body that waits for the next fence on the calling thread; else it waits")
+    func drainedHere() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let writers = Locked<[pthread_t]>([])
+        let pipeline = makeJob(in: directory, progress: { _, _ in writers.withLock { $0.append(pthread_self()) } })
+        let body = Data((0..<3_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        pipeline.send(.describe(metadata(total: 6_000), checkpointEvery: nil, paced: true))
+        pipeline.send(.write(body), wake: .withNextFence)
+        // A small file's body: nothing woke the disk queue, so the caller's thread writes it (no thread hand-off).
+        let caller = try await onThread { () -> pthread_t in
+            #expect(pipeline.drainedHere() == nil)
+            return pthread_self()
+        }
+        #expect(writers.withLock { $0 } == [caller], "the body was written on the thread that waited for it")
+        #expect(pipeline.offset == 3_000 && pipeline.hashedOffset == 3_000 && pipeline.unwrittenBytes == 0)
+
+        // A write that woke the disk queue: drainedHere waits for it like drained().
+        pipeline.send(.write(body), wake: .now)
+        try await onThread { #expect(pipeline.drainedHere() == nil) }
+        #expect(pipeline.offset == 6_000 && pipeline.hashedOffset == 6_000)
+        pipeline.closeFile()
+        #expect(contents(pipeline) == Array(body + body))
+        #expect(
+            pipeline.hash?.finalize() == Checksum(algorithm: .md5, digest: MD5.hash(data: body + body).bytes))
+
+        // A stop before it: the waiting bytes are dropped, not written.
+        let other = try TemporaryDirectory()
+        defer { other.remove() }
+        let stopped = makeJob(in: other)
+        stopped.send(.write(body), wake: .withNextFence)
+        stopped.discardUnwritten()
+        try await onThread { #expect(stopped.drainedHere() == nil) }
+        #expect(stopped.offset == 0 && stopped.unwrittenBytes == 0)
+        stopped.closeFile()
+    }
+
+    @Test("drainedHere returns the disk's failure")
+    func drainedHereFailure() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        // A folder has the partial file's name: opening it for writing fails.
+        let files = files(in: directory)
+        try files.folder.open()
+        try FileManager.default.createDirectory(at: files.partialURL, withIntermediateDirectories: false)
+        let pipeline = DiskPipeline(url: url, files: files)
+        pipeline.send(.write(Data(count: 10)), wake: .withNextFence)
+        let failure = try await onThread { pipeline.drainedHere() }
+        #expect(failure != nil && failure == pipeline.failure)
+    }
+
+    @Test("A fence's blocking wait returns once it opens, at once when open")
+    func fenceBlockingWait() async throws {
+        let fence = DiskFence()
+        let opened = Locked(false)
+        let waiter = Task { try await onThread { fence.waitBlocking() } }
+        // The waiter may or may not block before the fence opens: either way it returns after `open`.
+        DispatchQueue.global().async {
+            opened.withLock { $0 = true }
+            fence.open()
+        }
+        try await waiter.value
+        #expect(opened.withLock { $0 })
+        try await onThread { fence.waitBlocking() }  // open: returns at once
+    }
+
 }

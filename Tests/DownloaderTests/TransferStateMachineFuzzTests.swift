@@ -77,8 +77,15 @@ struct TransferStateMachineFuzzTests {
                 accepted = machine.position.offset
             case .waitForDisk, .drainThenCheckpoint:
                 seen[action.kind, default: 0] += 1
+                let whole = machine.isWholeAfterDisk
                 let fails = Int.random(in: 0..<40, using: &random) == 0
                 action = machine.diskPassedMark(failure: fails ? .fileSystem(nil, reason: "full") : nil)
+                if !fails {
+                    // What `Transfer.finish` relies on to take the digest's check in the disk's hop.
+                    var probe = machine
+                    let then = action == .proceed ? probe.next(warmConnection: false) : action
+                    #expect((then == .verify) == whole, "isWholeAfterDisk is \(whole), then \(then): \(context)")
+                }
             case .verify:
                 seen["verify", default: 0] += 1
                 if let total = machine.position.metadata.totalLength {

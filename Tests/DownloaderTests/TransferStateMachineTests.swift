@@ -116,6 +116,7 @@ struct TransferStateMachineTests {
                 return
             }
             #expect(checkpoint != nil, "a window that is not the last saves the state")
+            #expect(!machine.isWholeAfterDisk)
             #expect(machine.diskPassedMark(failure: nil) == .proceed)
         }
         #expect(lengths == [Self.base, 4 * Self.base, 16 * Self.base, 16 * Self.base])
@@ -242,6 +243,7 @@ struct TransferStateMachineTests {
             Issue.record("waits for the disk")
             return
         }
+        #expect(machine.isWholeAfterDisk)
         #expect(machine.diskPassedMark(failure: nil) == .verify)
         #expect(machine.position.metadata.totalLength == 1000)
     }

@@ -44,26 +44,48 @@ extension DiskCommand {
 
 /// A point in the disk queue's work that the network side can wait for without blocking a thread.
 final class DiskFence: Sendable {
-    private let state = Locked<(isOpen: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+    /// Who waits: a task, or a thread that may block (`waitBlocking`).
+    private enum Waiter {
+        case task(CheckedContinuation<Void, Never>)
+        case thread(DispatchSemaphore)
+    }
+
+    private let state = Locked<(isOpen: Bool, waiter: Waiter?)>((false, nil))
 
     /// Opens the fence, resuming its waiter.
     func open() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiter = state.withLock { state -> Waiter? in
             state.isOpen = true
             defer { state.waiter = nil }
             return state.waiter
         }
-        waiter?.resume()
+        switch waiter {
+        case .task(let continuation): continuation.resume()
+        case .thread(let semaphore): semaphore.signal()
+        case nil: break
+        }
     }
 
     /// Waits until the fence is open (one waiter at a time).
     func wait() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let isOpen = state.withLock { state -> Bool in
-                if !state.isOpen { state.waiter = continuation }
+                if !state.isOpen { state.waiter = .task(continuation) }
                 return state.isOpen
             }
             if isOpen { continuation.resume() }
         }
+    }
+
+    /// Waits until the fence is open, blocking the calling thread: a `Blocking` body's, never a cooperative one
+    /// (one waiter at a time).
+    func waitBlocking() {
+        let semaphore = state.withLock { state -> DispatchSemaphore? in
+            guard !state.isOpen else { return nil }
+            let semaphore = DispatchSemaphore(value: 0)
+            state.waiter = .thread(semaphore)
+            return semaphore
+        }
+        semaphore?.wait()
     }
 }

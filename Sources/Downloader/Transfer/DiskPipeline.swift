@@ -250,9 +250,34 @@ final class DiskPipeline: @unchecked Sendable {
         if shared.withLock({ $0.durableUsed }) {
             await withCheckedContinuation { continuation in durable.async { continuation.resume() } }
         }
-        // The hand-off: the queues are idle, so these return at once; they order every stage's last access before the
-        // caller's next one (ThreadSanitizer does not always see that order through the continuation), and the pipeline
-        // is the caller's until its next command (`QueueOwned`).
+        return takeOver()
+    }
+
+    /// Does what `drained()` waits for, on the calling thread when the disk queue is idle: the commands waiting in the
+    /// inbox (a small file's body, which waited for the next fence: `DiskWake.withNextFence`) are carried out here,
+    /// inside `disk.sync` (the disk stage stays the disk queue's), instead of waking the disk queue's thread and then
+    /// the waiting task's (two thread hand-offs a small file; issue #52). Otherwise it waits as `drained()` does.
+    /// - Important: it blocks: call it from a `Blocking` body, never from a task.
+    /// - Returns: the disk error, if any.
+    @discardableResult
+    func drainedHere() -> DownloadError? {
+        let claimed = shared.withLock { shared -> Bool in
+            guard !shared.scheduled, !shared.commands.isEmpty else { return false }
+            shared.scheduled = true
+            return true
+        }
+        if claimed { disk.sync { drainInbox() } }
+        fence().waitBlocking()
+        if shared.withLock({ $0.durableUsed }) { durable.sync {} }
+        return takeOver()
+    }
+
+    /// The end of `drained()` and `drainedHere()`: both stages and the durable queue are idle, and the caller takes the
+    /// pipeline over.
+    private func takeOver() -> DownloadError? {
+        // The queues are idle, so these return at once; they order every stage's last access before the caller's next
+        // one (ThreadSanitizer does not always see that order through the continuation), and the pipeline is the
+        // caller's until its next command (`QueueOwned`).
         disk.sync {}
         hasher.sync {}
         durable.sync {}

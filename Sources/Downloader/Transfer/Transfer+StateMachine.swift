@@ -225,6 +225,14 @@ extension Transfer.StateMachine {
         }
     }
 
+    /// Whether the file is whole once the disk passes the mark of the last `.waitForDisk`: the steps left are the
+    /// digest's check and the placement, which the executor may take in one hop (`Transfer.finish`).
+    var isWholeAfterDisk: Bool {
+        guard case .waitingForDisk(let endsAfter) = state else { return false }
+        if endsAfter { return true }
+        return !fetchesInSegments && position.metadata.totalLength == position.offset
+    }
+
     /// The disk passed the mark of the last `.waitForDisk` or `.drainThenCheckpoint`.
     /// - Parameter failure: the disk's failure, if it failed.
     mutating func diskPassedMark(failure: DownloadError?) -> Action {

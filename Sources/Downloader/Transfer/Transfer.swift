@@ -232,10 +232,22 @@ final class Transfer: Sendable {
                         halfway = nil
                     case .waitForDisk(let checkpoint):
                         if let checkpoint { pipeline.send(.checkpoint(checkpoint)) }
-                        // Memory stays bounded: the next request starts once the disk is past the middle of this
-                        // window, so at most half a window waits while the next one arrives.
-                        await (halfway ?? pipeline.fence()).wait()
-                        action = machine.diskPassedMark(failure: pipeline.failure)
+                        if machine.isWholeAfterDisk && !Task.isCancelled {
+                            let finished = try await finish(
+                                pipeline, machine: machine, expected: expected, resumedBytes: position.offset,
+                                replacing: replacing ?? ownFile)
+                            switch finished {
+                            case .placed(let result):
+                                return .success(result)
+                            case .goOn(let next, let nextAction, let digest):
+                                (machine, action, computed) = (next, nextAction, digest)
+                            }
+                        } else {
+                            // Memory stays bounded: the next request starts once the disk is past the middle of this
+                            // window, so at most half a window waits while the next one arrives.
+                            await (halfway ?? pipeline.fence()).wait()
+                            action = machine.diskPassedMark(failure: pipeline.failure)
+                        }
                     case .drainThenCheckpoint(let metadata):
                         let failure = await pipeline.drained()
                         if failure == nil { pipeline.send(.checkpoint(metadata)) }
@@ -405,6 +417,13 @@ extension Transfer {
         _ pipeline: DiskPipeline, metadata: ResourceMetadata, expected: Checksum?
     ) async throws(DownloadError) -> (computed: Checksum?, mismatch: DownloadError?) {
         if let failure = await pipeline.drained() { throw failure }
+        return try checkDigest(pipeline, metadata: metadata, expected: expected)
+    }
+
+    /// `verify` once the disk has finished (the pipeline is drained).
+    private func checkDigest(
+        _ pipeline: DiskPipeline, metadata: ResourceMetadata, expected: Checksum?
+    ) throws(DownloadError) -> (computed: Checksum?, mismatch: DownloadError?) {
         // Cancelled while the last bytes waited to be written: they were dropped (`discardUnwritten`), which is a
         // stop, not a short file.
         if pipeline.discardsWrites { throw .cancelled(url) }
@@ -421,6 +440,48 @@ extension Transfer {
         guard let computed, let target = target(expected, metadata: metadata, computed: computed), target != computed
         else { return (computed, nil) }
         return (computed, .checksumMismatch(url, expected: target, actual: computed))
+    }
+
+    /// How `finish` ended.
+    enum Finish: Sendable {
+        /// The file is in the completed area.
+        case placed(TransferResult)
+        /// The machine chose another step (a stop, a restart after a wrong digest, a cancellation's): the executor
+        /// goes on with this machine, its action and the digest computed, if any.
+        case goOn(StateMachine, StateMachine.Action, Checksum?)
+    }
+
+    /// A whole file's last steps in one hop off the cooperative threads: the disk finishes (on this hop's thread when
+    /// the disk queue is idle, `DiskPipeline.drainedHere`), the digest is checked and the file placed, each as the
+    /// machine decides. As separate steps they cost a small file four thread hand-offs more: the disk queue woken for
+    /// the body and the task woken by its fence, then a hop for the placement (issue #52).
+    /// - Parameters:
+    ///   - pipeline: the transfer's disk pipeline.
+    ///   - machine: the machine, waiting for the disk (`isWholeAfterDisk`).
+    ///   - expected: the caller's checksum, if any.
+    ///   - resumedBytes: the bytes the run began with.
+    ///   - replacing: a completed file the placed one replaces, if any.
+    /// - Returns: the result, or the machine and the step it chose instead of the placement.
+    /// - Throws: what `verify` and `place` throw.
+    func finish(
+        _ pipeline: DiskPipeline, machine: StateMachine, expected: Checksum?, resumedBytes: Int64, replacing: URL?
+    ) async throws(DownloadError) -> Finish {
+        try await Blocking.run { () throws(DownloadError) -> Finish in
+            var machine = machine
+            var action = machine.diskPassedMark(failure: pipeline.drainedHere())
+            // A cancellation (which drops what waits to be written, `discardUnwritten`) is the executor's to see.
+            if case .proceed = action, !pipeline.discardsWrites {
+                action = machine.next(warmConnection: false)
+            }
+            guard case .verify = action else { return .goOn(machine, action, nil) }
+            let digest = try self.checkDigest(pipeline, metadata: machine.position.metadata, expected: expected)
+            action = machine.digestChecked(mismatch: digest.mismatch)
+            guard case .place = action else { return .goOn(machine, action, digest.computed) }
+            return .placed(
+                try self.place(
+                    pipeline, machine: machine, checksum: digest.computed, expected: expected,
+                    resumedBytes: resumedBytes, replacing: replacing))
+        }
     }
 
     /// Moves the verified file into the completed area.
