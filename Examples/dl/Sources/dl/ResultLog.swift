@@ -11,7 +11,8 @@ import Foundation
 /// `failed`), `error`, `time` — its latest outcome, however many runs wrote the file.
 ///
 /// Each line reaches the file whole, in one `write(2)` on a descriptor opened with `O_APPEND`, so a reader (`tail -f`,
-/// a script polling it) never sees half a line. A rerun (after `kill -9`, or of the same list later) reads what the
+/// a script polling it) never sees half a line — except after a `kill -9` that cut a write short between two pages of
+/// the file; the next run drops that piece before it writes. A rerun (after `kill -9`, or of the same list later) reads what the
 /// file holds first: a URL already logged `ok` gets no new line (its file was delivered), and a URL whose outcome
 /// changed gets its new line, the older one leaving the file when the run ends (`finish()` rewrites it atomically,
 /// keeping the last line of each URL in order). URLs are written without their credentials. It keeps 8 bytes per URL
@@ -43,7 +44,17 @@ final class ResultLog: @unchecked Sendable {
         guard fd >= 0 else {
             throw UsageError(message: "--result-log: cannot open \(path): \(String(cString: strerror(errno)))")
         }
-        for (key, ok) in Self.lines(in: path) {
+        let data = FileManager.default.contents(atPath: path) ?? Data()
+        // Every line is written with its newline in one write(2), but a SIGKILL can end that write between two pages
+        // of the file: a file that does not end in a newline ends in such a piece. It is dropped (its URL is then not
+        // logged, and gets its line again), or this run's first line would be appended to it: one line that parses as
+        // nothing, and a URL with two lines.
+        let whole = data.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? data.startIndex
+        if whole < data.endIndex {
+            _ = ftruncate(fd, off_t(whole - data.startIndex))
+        }
+        for line in data[..<whole].split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true) {
+            guard let (key, ok) = Self.parse(line) else { continue }
             if logged.updateValue(ok, forKey: key) != nil { superseded = true }
         }
     }
@@ -103,12 +114,6 @@ final class ResultLog: @unchecked Sendable {
         // A line is small (well under PIPE_BUF for a pipe): one write(2), continued only after an interruption or a
         // short write (a full disk); a failure loses the line, not the run.
         _ = data.withUnsafeBytes { Console.write($0, to: fd) }
-    }
-
-    /// The URLs of the lines a file holds, with whether each says `ok`, in order.
-    private static func lines(in path: String) -> [(UInt64, Bool)] {
-        guard let data = FileManager.default.contents(atPath: path) else { return [] }
-        return data.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: true).compactMap { parse($0) }
     }
 
     /// A line's URL key and whether it says `ok`; `nil` for a line that is not this log's.

@@ -102,7 +102,16 @@ final class DLListChaosTests: Sendable, DLFileChecks {
         }
         // However many runs were killed: one result line per URL (issue #48).
         let logged = ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n")
-        if logged.count != count { problems.append("the result log has \(logged.count) lines for \(count) URLs") }
+        if logged.count != count {
+            // Which URLs have more than one line, and those lines: what a failure has to say.
+            var byURL: [String: [Substring]] = [:]
+            for line in logged {
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
+                byURL[object?["url"] as? String ?? "(not a result line)", default: []].append(line)
+            }
+            let repeated = byURL.filter { $0.value.count > 1 }.flatMap(\.value)
+            problems.append("the result log has \(logged.count) lines for \(count) URLs: \(repeated)")
+        }
         return (problems, positioned)
     }
 }

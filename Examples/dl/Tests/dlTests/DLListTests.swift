@@ -141,6 +141,32 @@ final class DLListTests: Sendable, DLFileChecks {
         #expect(records.first { $0["url"] as? String == flaky }?["status"] as? String == "ok", "the latest outcome")
     }
 
+    @Test("--result-log whose last line a kill -9 cut short: the piece is dropped and each URL logged once, whole")
+    func resultLogTornLine() async throws {
+        // A SIGKILL during the write(2) of a line that crosses a page of the file ends the write there (the kernel
+        // checks for a fatal signal between pages): the file ends in half a line. The list chaos test once found the
+        // next run's first line appended to that piece, one line that parses as nothing, and its URL logged again.
+        let urls = (0..<4).map { server.url("/bytes/t\($0)?size=1000").absoluteString }
+        let log = work.appendingPathComponent("torn.jsonl")
+        let first = try await DLProcess.run(
+            ["--dir", dir.path, "-q", "--result-log", log.path] + urls.prefix(2), in: work)
+        #expect(first.status == 0, "\(first.stderr)")
+        let handle = try FileHandle(forWritingTo: log)
+        try handle.seekToEnd()
+        let piece = "{\"path\":\"\(dir.path)/t2\",\"size\":1000,\"status\":\"ok\",\"url\":\"http"
+        try handle.write(contentsOf: Data(piece.utf8))
+        try handle.close()
+
+        let second = try await DLProcess.run(["--dir", dir.path, "-q", "--result-log", log.path] + urls, in: work)
+        #expect(second.status == 0, "\(second.stderr)")
+        let lines = try String(contentsOf: log, encoding: .utf8).split(
+            separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.last == "", "the file ends with a whole line")
+        let records = lines.dropLast().map { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(records.allSatisfy { $0 != nil }, "every line is a result: \(lines)")
+        #expect(records.compactMap { $0?["url"] as? String }.sorted() == urls.sorted(), "one line per URL: \(lines)")
+    }
+
     @Test("Off a terminal, a list prints one line per finished file and a summary, no line for starting")
     func plainLines() async throws {
         let urls = (0..<6).map { server.url("/bytes/l\($0)?size=1000").absoluteString }
