@@ -453,8 +453,8 @@ extension Transfer {
 
     /// A whole file's last steps in one hop off the cooperative threads: the disk finishes (on this hop's thread when
     /// the disk queue is idle, `DiskPipeline.drainedHere`), the digest is checked and the file placed, each as the
-    /// machine decides. As separate steps they cost a small file four thread hand-offs more: the disk queue woken for
-    /// the body and the task woken by its fence, then a hop for the placement (issue #52).
+    /// machine decides. As separate steps they cost a small file four thread hand-offs instead of two: the disk queue
+    /// woken for the body and the task woken by its fence, then the placement's hop there and back (issue #52).
     /// - Parameters:
     ///   - pipeline: the transfer's disk pipeline.
     ///   - machine: the machine, waiting for the disk (`isWholeAfterDisk`).
