@@ -42,7 +42,8 @@ extension DiskCommand {
     }
 }
 
-/// A point in the disk queue's work that the network side can wait for without blocking a thread.
+/// A point in the disk queue's work that the network side can wait for: a task without blocking a thread (`wait`), or a
+/// `Blocking` body on its own thread (`waitBlocking`).
 final class DiskFence: Sendable {
     /// Who waits: a task, or a thread that may block (`waitBlocking`).
     private enum Waiter {
