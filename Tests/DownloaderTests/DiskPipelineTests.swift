@@ -33,6 +33,14 @@ struct DiskPipelineTests {
         Array((try? Data(contentsOf: pipeline.files.partialURL)) ?? Data())
     }
 
+    /// A pipeline whose partial file cannot be opened for writing: a folder has its name.
+    func unwritableJob(in directory: TemporaryDirectory) throws -> DiskPipeline {
+        let files = files(in: directory)
+        try files.folder.open()
+        try FileManager.default.createDirectory(at: files.partialURL, withIntermediateDirectories: false)
+        return DiskPipeline(url: url, files: files)
+    }
+
     func metadata(total: Int64?) -> ResourceMetadata {
         var metadata = ResourceMetadata()
         metadata.totalLength = total
@@ -230,11 +238,7 @@ struct DiskPipelineTests {
     func writeError() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        // A folder has the partial file's name: opening it for writing fails.
-        let files = files(in: directory)
-        try files.folder.open()
-        try FileManager.default.createDirectory(at: files.partialURL, withIntermediateDirectories: false)
-        let pipeline = DiskPipeline(url: url, files: files)
+        let pipeline = try unwritableJob(in: directory)
         pipeline.send(.write(Data(count: 10)))
         let failure = await pipeline.drained()
         #expect(failure != nil)
@@ -404,11 +408,7 @@ struct DiskPipelineTests {
     func drainedHereFailure() async throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
-        // A folder has the partial file's name: opening it for writing fails.
-        let files = files(in: directory)
-        try files.folder.open()
-        try FileManager.default.createDirectory(at: files.partialURL, withIntermediateDirectories: false)
-        let pipeline = DiskPipeline(url: url, files: files)
+        let pipeline = try unwritableJob(in: directory)
         pipeline.send(.write(Data(count: 10)), wake: .withNextFence)
         let failure = try await onThread { pipeline.drainedHere() }
         #expect(failure != nil && failure == pipeline.failure)

@@ -268,8 +268,7 @@ final class DiskPipeline: @unchecked Sendable {
         }
         if claimed { disk.sync { drainInbox() } }
         fence().waitBlocking()
-        if shared.withLock({ $0.durableUsed }) { durable.sync {} }
-        return takeOver()
+        return takeOver()  // its `durable.sync` waits for any save the hasher gave the durable queue
     }
 
     /// The end of `drained()` and `drainedHere()`: both stages and the durable queue are idle, and the caller takes the

@@ -12,11 +12,11 @@ import Foundation
 ///
 /// Each line reaches the file whole, in one `write(2)` on a descriptor opened with `O_APPEND`, so a reader (`tail -f`,
 /// a script polling it) never sees half a line — except after a `kill -9` that cut a write short between two pages of
-/// the file; the next run drops that piece before it writes. A rerun (after `kill -9`, or of the same list later) reads what the
-/// file holds first: a URL already logged `ok` gets no new line (its file was delivered), and a URL whose outcome
-/// changed gets its new line, the older one leaving the file when the run ends (`finish()` rewrites it atomically,
-/// keeping the last line of each URL in order). URLs are written without their credentials. It keeps 8 bytes per URL
-/// logged (a hash of its text), so a list of millions costs tens of MB.
+/// the file; the next run drops that piece before it writes. A rerun (after `kill -9`, or of the same list later)
+/// reads what the file holds first: a URL already logged `ok` gets no new line (its file was delivered), and a URL
+/// whose outcome changed gets its new line, the older one leaving the file when the run ends (`finish()` rewrites it
+/// atomically, keeping the last line of each URL in order). URLs are written without their credentials. It keeps 8
+/// bytes per URL logged (a hash of its text), so a list of millions costs tens of MB.
 final class ResultLog: @unchecked Sendable {
     private struct Line: Encodable {
         var url: String
