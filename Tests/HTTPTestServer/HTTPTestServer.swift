@@ -259,7 +259,8 @@ public final class HTTPTestServer: Sendable {
                 $0.statistics.activeRequests += 1
                 $0.statistics.peakActiveRequests = max($0.statistics.peakActiveRequests, $0.statistics.activeRequests)
             }
-            if let busy = busyAnswer(to: head) {
+            if var busy = busyAnswer(to: head) {
+                busy.omitBody = head.method == "HEAD"  // as `Router.respond` does: a body would poison the connection
                 let keepOpen = write(busy, to: fd) && head.keepAlive
                 update { $0.statistics.activeRequests -= 1 }
                 if !keepOpen || isStopping { return }
