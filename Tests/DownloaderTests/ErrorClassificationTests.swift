@@ -44,6 +44,18 @@ struct ErrorClassificationTests {
         #expect(unknown == .hostNotFound && !unknown.isTransient)
         #expect((unknown.underlyingError as? URLError)?.code == .cannotFindHost)
         #expect(unknown.reason.contains("Could not resolve host") && unknown.reason.contains("DNS"))
+        // `unsupportedURL` is a URL URLSession refuses (permanent), or libcurl's "HTTP/0.9": an answer without a status
+        // line, mostly bytes left on a reused connection (transient: libcurl closes it).
+        func unsupported(_ message: String) -> DownloadError {
+            TransportError.failure(
+                NSError(
+                    domain: NSURLErrorDomain, code: NSURLErrorUnsupportedURL,
+                    userInfo: [NSLocalizedDescriptionKey: message]), url: url)
+        }
+        let notHTTP = unsupported("Received HTTP/0.9 when not allowed")
+        #expect(notHTTP == .connectionFailed && notHTTP.isTransient && notHTTP.reason.contains("not an HTTP answer"))
+        let refused = unsupported("Port number was not a decimal number between 0 and 65535")
+        #expect(refused == .invalidURL && !refused.isTransient)
     }
 
     @Test("HTTP statuses: 408, 429 and 5xx are transient; other 4xx are permanent")

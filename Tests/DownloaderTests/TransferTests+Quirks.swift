@@ -187,3 +187,28 @@ extension TransferTests {
         await manager.shutdown()
     }
 }
+
+extension TransferTests {
+    @Test("An answer that is not HTTP (bytes left on a reused connection: libcurl's \"HTTP/0.9\") is retried")
+    func notHTTPAnswerIsRetried() async throws {
+        let manager = try DownloadManager(
+            configuration: .forTests(directory: temporary.url.appendingPathComponent("h09"), retryLimit: 3))
+        let events = await manager.events(of: [.retrying])
+        let size = 50_000
+        let receipt = try await manager.download(server.url("/bytes/h09?size=\(size)&notHTTP=1"))
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "h09", size: size).md5)
+        // A server that never answers in HTTP still ends, after the retries, with what it sent.
+        do {
+            _ = try await manager.download(server.url("/bytes/h09never?size=10&notHTTP=100"))
+            Issue.record("a server that never answers in HTTP delivered a file")
+        } catch let error as DownloadError {
+            #expect(error == .connectionFailed && error.isTransient, "\(error)")
+            #expect(error.reason.contains("HTTP/0.9") && error.reason.contains("not an HTTP answer"), "\(error)")
+        }
+        await manager.shutdown()
+        var retries = 0
+        for await event in events { if case .retrying = event { retries += 1 } }
+        #expect(retries == 1 + 3, "one retry for the first, the limit for the second")
+        #expect(gets("h09never").count == 4)
+    }
+}

@@ -329,6 +329,10 @@ public final class HTTPTestServer: Sendable {
     /// - Returns: `false` when the connection must be closed (the peer left, or a fault closes it).
     private func write(_ response: Response, to fd: Int32, beforeLastBytes: (() -> Void)? = nil) -> Bool {
         if response.abort { return false }
+        if let raw = response.raw {
+            _ = Socket.sendAll(fd, raw)
+            return false
+        }
         if let gate = response.gate {
             guard gates.pass(gate.name, size: gate.size, isStopping: { self.isStopping }) else { return false }
         }

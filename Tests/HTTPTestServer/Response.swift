@@ -40,6 +40,8 @@ struct Response {
     var closeAfter = false
     /// Close the connection without sending anything at all (no status line).
     var abort = false
+    /// Send these bytes instead of an HTTP answer (no status line), then close the connection.
+    var raw: [UInt8]?
     /// Hold the response (before its head) until `size` requests naming this gate have arrived.
     var gate: (name: String, size: Int)?
     /// Before each chunk of the body, call the server's `beforeChunk` hook (a test paces the response by an event).

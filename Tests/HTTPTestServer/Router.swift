@@ -155,6 +155,13 @@ enum Router {
             response.abort = true
             return response
         }
+        // notHTTP=K: the first K GETs get a line of text with no status line (libcurl: "Received HTTP/0.9"), then the
+        // connection closes.
+        if isGet, let count = int("notHTTP"), counters.gets < count {
+            var response = Response(status: 0)
+            response.raw = Array("too many connections\n".utf8)
+            return response
+        }
         // sig=N&sigUses=K: a signature is good for K GETs, then 403 (an expired signed URL).
         if options["sig"] != nil, let uses = int("sigUses"), isGet, counters.gets >= uses {
             return .text(403, "signature expired\n")

@@ -26,15 +26,23 @@ enum TransportError {
     /// - Parameters:
     ///   - error: URLSession's error.
     ///   - url: the download's URL.
-    /// - Returns: `.hostNotFound` or `.tlsFailure` (permanent), else `.connectionFailed` (transient), keeping the
-    ///   `URLError`.
+    /// - Returns: `.hostNotFound`, `.tlsFailure` or `.invalidURL` (permanent), else `.connectionFailed` (transient,
+    ///   also for an answer that is not HTTP), keeping the `URLError`.
     static func failure(_ error: any Error, url: URL) -> DownloadError {
         let ns = error as NSError
-        if ns.domain == NSURLErrorDomain && (ns.code == NSURLErrorBadURL || ns.code == NSURLErrorUnsupportedURL) {
-            return malformed(url, ns)
-        }
         let underlying: any Error & Sendable = urlError(ns) ?? SavedError(description: "\(error)")
         let reason = describe(error)
+        if ns.domain == NSURLErrorDomain && (ns.code == NSURLErrorBadURL || ns.code == NSURLErrorUnsupportedURL) {
+            // libcurl's "Received HTTP/0.9 when not allowed" comes as `unsupportedURL` too: the answer did not start
+            // with a status line. Mostly bytes a previous answer left on a reused connection (a body sent after a
+            // HEAD or a 304), which libcurl then closes: a retry goes over another.
+            guard messages(of: ns).contains(where: { $0.contains("HTTP/0.9") }) else { return malformed(url, ns) }
+            return .connectionFailed(
+                url,
+                reason: "the server's reply was not an HTTP answer (\(reason)); a previous answer may have left "
+                    + "bytes on the connection",
+                underlying: underlying)
+        }
         switch kind(domain: ns.domain, code: ns.code, message: messages(of: ns).joined(separator: ": ")) {
         case .hostNotFound:
             return .hostNotFound(
