@@ -212,3 +212,34 @@ extension TransferTests {
         #expect(gets("h09never").count == 4)
     }
 }
+
+extension TransferTests {
+    @Test("A server that sends a body after a HEAD: a resume's retry skips the HEAD and keeps the partial file")
+    func resumeFromServerWithHeadBody() async throws {
+        // The HEAD's body waits on the reused connection and the GET after it reads it ("HTTP/0.9"); each retry sent
+        // the HEAD again and met the same, until the limit.
+        let folder = temporary.url.appendingPathComponent("headbody")
+        let size = 4 << 20
+        let url = server.url("/bytes/headbody?size=\(size)&rate=4000000&headBody=1")
+        let first = try DownloadManager(configuration: .forTests(directory: folder, retryLimit: 3))
+        let running = Task { try await first.download(url) }
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1 << 20 })
+        await first.shutdown()
+        _ = await running.result
+
+        let second = try DownloadManager(configuration: .forTests(directory: folder, retryLimit: 3))
+        let events = await second.events(of: [.retrying])
+        let receipt = try await second.download(url)
+        await second.shutdown()
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "headbody", size: size).md5)
+        var retries = 0
+        for await event in events { if case .retrying = event { retries += 1 } }
+        #expect(retries == 1, "one retry, without the HEAD")
+        #expect(server.requests.filter { $0.method == "HEAD" }.count == 1)
+        // The partial file was kept: the GET that completed asked for the rest only.
+        let resumedFrom = gets("headbody").last?.range.flatMap { range in
+            Int(range.dropFirst("bytes=".count).prefix { $0 != "-" })
+        }
+        #expect((resumedFrom ?? 0) >= 65_536, "the last GET: \(String(describing: gets("headbody").last?.range))")
+    }
+}

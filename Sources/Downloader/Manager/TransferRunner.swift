@@ -45,16 +45,21 @@ struct TransferRunner: Sendable {
         let limiters = [options.maximumBytesPerSecond.map(BandwidthLimiter.init), sharedLimiter].compactMap { $0 }
         // One rank for every attempt: a retry keeps the download's place at its host's gate.
         let rank = DispatchTime.now().uptimeNanoseconds
+        // After an answer that was not HTTP, no more HEADs: a server that sends a body after one leaves it on the
+        // connection that the next request reuses, and each retry would meet it again.
+        var sendsHEAD = true
         while true {
             let transfer = Transfer(
                 url: url, options: options, directory: directory, bridge: bridge, configuration: engine,
-                replacing: replacing, limiters: limiters, rank: rank, observer: report, partialKey: partialKey)
+                replacing: replacing, limiters: limiters, rank: rank, observer: report, partialKey: partialKey,
+                sendsHEAD: sendsHEAD)
             let attempt: Retries.AttemptEnd
             var result: TransferResult?
             do throws(DownloadError) {
                 result = try await transfer.run()
                 attempt = .completed(result?.checksum)
             } catch {
+                if error.isNotHTTPAnswer { sendsHEAD = false }
                 attempt = .failed(error)
             }
             switch retries.attemptEnded(attempt, cancelled: Task.isCancelled) {

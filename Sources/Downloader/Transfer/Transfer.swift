@@ -104,6 +104,10 @@ final class Transfer: Sendable {
     /// download's next window goes before a newer one's (`SessionBridge.perform`): when its run began, kept by every
     /// retry (`TransferRunner`), so a retried download does not go to the back of its host's queue.
     let rank: UInt64
+    /// Whether a partial file or an earlier delivery is checked with a HEAD first; `false` after an answer that was not
+    /// HTTP (`DownloadError.isNotHTTPAnswer`): a server that sends a body after a HEAD leaves it on the connection the
+    /// next request reuses. Without it, the first GET's `If-Range` decides, as when a server refuses HEAD.
+    let sendsHEAD: Bool
 
     /// Creates a transfer; nothing happens until `run()`.
     /// - Parameters:
@@ -117,13 +121,15 @@ final class Transfer: Sendable {
     ///   - rank: its requests' rank at a host's connection gate (by default, now).
     ///   - observer: told what happens, as it happens.
     ///   - partialKey: the download's key (`DownloadDirectory.key(for:)`), when the caller has it already.
+    ///   - sendsHEAD: whether saved bytes or an earlier delivery are checked with a HEAD first (`sendsHEAD`).
     init(
         url: URL, options: DownloadOptions, directory: DownloadDirectory, bridge: SessionBridge,
         configuration: Configuration = Configuration(), replacing: URL? = nil, limiters: [BandwidthLimiter] = [],
         rank: UInt64 = DispatchTime.now().uptimeNanoseconds,
-        observer: any TransferObserver, partialKey: String? = nil
+        observer: any TransferObserver, partialKey: String? = nil, sendsHEAD: Bool = true
     ) {
         self.rank = rank
+        self.sendsHEAD = sendsHEAD
         self.partialKey = partialKey
         self.url = url
         self.origin = url.origin
@@ -172,7 +178,7 @@ final class Transfer: Sendable {
         // version before they are re-hashed), or a file this URL delivered earlier (it tells whether that file is
         // still current: then it is the answer). A fresh download learns the same from its first GET.
         let hasState = pipeline.files.hasState
-        var probed = hasState
+        var probed = hasState && sendsHEAD
         var probe: Probe?
         var source = 0
         if probed { (probe, source) = try await probeSources() }
@@ -180,8 +186,10 @@ final class Transfer: Sendable {
         // File work (hashing, syncing, moving) runs off the cooperative threads: see `Blocking`. A fresh download looks
         // for an earlier delivery and, finding none, prepares its partial file in the same hop (issue #52).
         var prepared: TransferPosition?
-        if !probed, replacing == nil {
+        if !hasState, replacing == nil {
             switch try await Blocking.run({ () throws(DownloadError) in try self.prepareFresh(pipeline) }) {
+            case .delivered(let recorded) where !sendsHEAD:
+                ownFile = recorded.url  // not proved current without a HEAD: downloaded again, replaced once verified
             case .delivered(let recorded):
                 let reused = try await reuse(recorded, expected: expected)
                 if let result = reused.result { return result }

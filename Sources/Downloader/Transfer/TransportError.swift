@@ -156,3 +156,10 @@ enum TransportError {
         -1005: "the network connection was lost", -1011: "the server's response was unusable",
     ]
 }
+
+extension DownloadError {
+    /// Whether the request failed on an answer that was not HTTP (libcurl's "HTTP/0.9", `TransportError.failure`).
+    var isNotHTTPAnswer: Bool {
+        self == .connectionFailed && (underlyingError as? URLError)?.code == .unsupportedURL
+    }
+}
