@@ -243,3 +243,20 @@ extension TransferTests {
         #expect((resumedFrom ?? 0) >= 65_536, "the last GET: \(String(describing: gets("headbody").last?.range))")
     }
 }
+
+extension TransferTests {
+    @Test("Without HEADs (after an answer that was not HTTP), a file delivered earlier is fetched again and replaced")
+    func deliveredFileWithoutHEAD() async throws {
+        // One GET delivers version 0 (the file fits the first request); from the second GET on, version 1.
+        let path = "/bytes/again?size=50000&changeAt=1"
+        let first = try await transfer(path).run()
+        #expect(try md5OfFile(first.fileURL) == TestContent(name: "again", size: 50_000, version: 0).md5)
+        let withoutHEAD = Transfer(
+            url: server.url(path), options: DownloadOptions(), directory: directory, bridge: bridge,
+            observer: ClosureObserver(progress: { _, _ in }, warn: { _ in }, note: { _ in }), sendsHEAD: false)
+        let second = try await withoutHEAD.run()
+        #expect(server.requests.allSatisfy { $0.method == "GET" }, "\(server.requests.map(\.method))")
+        #expect(second.fileURL == first.fileURL, "the delivered file is replaced, not a second name taken")
+        #expect(try md5OfFile(second.fileURL) == TestContent(name: "again", size: 50_000, version: 1).md5)
+    }
+}
