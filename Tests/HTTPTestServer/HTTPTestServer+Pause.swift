@@ -29,4 +29,21 @@ extension HTTPTestServer {
         }
         return !isStopping
     }
+
+    /// Waits until the client sends something on the connection (its next request), in short slices.
+    /// - Returns: `false` when the server is stopping, the client closed the connection, or `seconds` passed first.
+    func waitForData(on fd: Int32, seconds: Double) -> Bool {
+        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, seconds) * 1e9)
+        while !isStopping, DispatchTime.now().uptimeNanoseconds < deadline {
+            var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&descriptor, 1, 20) >= 0 else { return false }
+            if descriptor.revents & Int16(POLLIN) != 0 {
+                // Readable with nothing to read is the client's end of the connection.
+                var byte: UInt8 = 0
+                return recv(fd, &byte, 1, Int32(MSG_PEEK)) > 0
+            }
+            if descriptor.revents != 0 { return false }
+        }
+        return false
+    }
 }

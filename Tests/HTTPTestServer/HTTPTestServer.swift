@@ -311,6 +311,9 @@ public final class HTTPTestServer: Sendable {
                 && !response.omitLength
             if !ended { endAnswer(head) }
             if !keepOpen || isStopping { return }
+            if let bytes = response.bytesAfterNextRequest {
+                guard waitForData(on: fd, seconds: Self.longestBusyHold), Socket.sendAll(fd, bytes) else { return }
+            }
         }
     }
 

@@ -42,6 +42,10 @@ struct Response {
     var abort = false
     /// Send these bytes instead of an HTTP answer (no status line), then close the connection.
     var raw: [UInt8]?
+    /// Send these bytes after the answer, once the next request on the connection has arrived (at most
+    /// `HTTPTestServer.longestBusyHold` later): bytes a buggy server leaves on a keep-alive connection reach the
+    /// client before the next answer, whatever the timing.
+    var bytesAfterNextRequest: [UInt8]?
     /// Hold the response (before its head) until `size` requests naming this gate have arrived.
     var gate: (name: String, size: Int)?
     /// Before each chunk of the body, call the server's `beforeChunk` hook (a test paces the response by an event).

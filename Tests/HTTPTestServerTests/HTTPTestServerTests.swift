@@ -365,6 +365,15 @@ final class HTTPTestServerTests {
         #expect(next.status == 200 && next.body.count == 10, "the second answer on the connection: \(next.status)")
     }
 
+    @Test("headBody=1: bytes follow a HEAD's answer once the next request arrives, ahead of that request's answer")
+    func headBodyPoisonsTheNextAnswer() throws {
+        let client = try RawHTTPClient(port: server.port)
+        let head = try client.send("HEAD", "/bytes/hb?size=10&headBody=1")
+        let next = try client.send("GET", "/bytes/hb?size=10")
+        #expect(head.status == 200)
+        #expect(next.status == 0, "the next answer starts with the HEAD's leftover bytes, not a status line")
+    }
+
     @Test("stop ends a stalled response at once and refuses new connections")
     func stopInterruptsStall() async throws {
         let port = server.port
