@@ -234,8 +234,14 @@ extension TransferTests {
         #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "headbody", size: size).md5)
         var retries = 0
         for await event in events { if case .retrying = event { retries += 1 } }
-        #expect(retries == 1, "one retry, without the HEAD")
-        #expect(server.requests.filter { $0.method == "HEAD" }.count == 1)
+        let requests = server.requests
+        let seen = requests.map { "\($0.method) \($0.range ?? "-") on connection \($0.connectionID)" }
+        let heads = requests.filter { $0.method == "HEAD" }
+        #expect(heads.count == 1, "\(seen)")
+        // The leftover reaches a GET only on the HEAD's connection: libcurl may open another (under load the suite
+        // once saw no GET there); then nothing is retried.
+        let poisoned = requests.contains { $0.method == "GET" && $0.connectionID == heads.first?.connectionID }
+        #expect(retries == (poisoned ? 1 : 0), "one retry, without the HEAD, after the GET on its connection: \(seen)")
         // The partial file was kept: the GET that completed asked for the rest only.
         let resumedFrom = gets("headbody").last?.range.flatMap { range in
             Int(range.dropFirst("bytes=".count).prefix { $0 != "-" })

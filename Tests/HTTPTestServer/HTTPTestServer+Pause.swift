@@ -30,6 +30,10 @@ extension HTTPTestServer {
         return !isStopping
     }
 
+    /// The longest a connection waits for its next request before bytes left after an answer
+    /// (`Response.bytesAfterNextRequest`) are given up with it.
+    static let longestLeftoverWait = 30.0
+
     /// Waits until the client sends something on the connection (its next request), in short slices.
     /// - Returns: `false` when the server is stopping, the client closed the connection, or `seconds` passed first.
     func waitForData(on fd: Int32, seconds: Double) -> Bool {

@@ -312,7 +312,7 @@ public final class HTTPTestServer: Sendable {
             if !ended { endAnswer(head) }
             if !keepOpen || isStopping { return }
             if let bytes = response.bytesAfterNextRequest {
-                guard waitForData(on: fd, seconds: Self.longestBusyHold), Socket.sendAll(fd, bytes) else { return }
+                guard waitForData(on: fd, seconds: Self.longestLeftoverWait), Socket.sendAll(fd, bytes) else { return }
             }
         }
     }

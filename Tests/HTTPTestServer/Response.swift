@@ -43,7 +43,7 @@ struct Response {
     /// Send these bytes instead of an HTTP answer (no status line), then close the connection.
     var raw: [UInt8]?
     /// Send these bytes after the answer, once the next request on the connection has arrived (at most
-    /// `HTTPTestServer.longestBusyHold` later): bytes a buggy server leaves on a keep-alive connection reach the
+    /// `HTTPTestServer.longestLeftoverWait` later): bytes a buggy server leaves on a keep-alive connection reach the
     /// client before the next answer, whatever the timing.
     var bytesAfterNextRequest: [UInt8]?
     /// Hold the response (before its head) until `size` requests naming this gate have arrived.
