@@ -119,6 +119,23 @@ struct HostConnectionsTests {
         check(connections.refused(host: host, now: 26 * second) == .own)
     }
 
+    @Test("A lone refusal judged late is excused when its request went within the window (a loaded client)")
+    func settlingJudgedLate() {
+        var connections = HostConnections(cap: nil, recoveryInterval: 100 * second, settleInterval: 5 * second)
+        check(connections.request(1, host: host, rank: 0) == .go)
+        check(connections.finished(host: host, now: 0) == [], "answered at 0 s")
+        // Asked again 1 s after the answer; the 503 is judged 7 s later (the client's threads did not run meanwhile).
+        check(connections.request(2, host: host, rank: 0) == .go)
+        check(connections.refused(host: host, now: 8 * second, sentAt: second) == .settling(attempt: 1))
+        check(connections.finished(host: host, now: 8 * second, ending: .refused) == [])
+        // The window now follows that excuse (8 s): a request that went at 12 s is excused, one at 14 s is not.
+        check(connections.request(3, host: host, rank: 0) == .go)
+        check(connections.refused(host: host, now: 20 * second, sentAt: 12 * second) == .settling(attempt: 2))
+        check(connections.finished(host: host, now: 20 * second, ending: .refused) == [])
+        check(connections.request(4, host: host, rank: 0) == .go)
+        check(connections.refused(host: host, now: 26 * second, sentAt: 26 * second) == .own, "went 6 s after")
+    }
+
     @Test("The gate's pauses for lone refusals after one answer double: 0.25, 0.5, 1 and 2 s, then the retry rules")
     func settlingPausesDouble() async {
         let gate = ConnectionGate(cap: nil)
@@ -248,15 +265,17 @@ struct HostConnectionsTests {
                 case 7 where inFlight[host, default: 0] > refused[host, default: 0]:
                     refused[host, default: 0] += 1
                     let others = inFlight[host, default: 0] - refused[host, default: 0]
+                    // When the request went: up to 6 (past the window) before it is judged, or not known.
+                    let sentAt = Bool.random(using: &random) ? nil : now - min(now, .random(in: 0...6, using: &random))
                     let excused =
                         answered[host].map {
-                            now < $0.at + 4 && $0.excused < HostConnections.settlingPerAnswer
+                            (sentAt ?? now) < $0.at + 4 && $0.excused < HostConnections.settlingPerAnswer
                         } == true
                     let attempt = (answered[host]?.excused ?? 0) + 1
                     let expected: HostConnections.Refusal =
                         others > 0 ? .tooMany : excused ? .settling(attempt: attempt) : .own
                     if others == 0 && excused { answered[host] = (now, attempt) }
-                    if connections.refused(host: host, now: now) != expected {
+                    if connections.refused(host: host, now: now, sentAt: sentAt) != expected {
                         problems.append("seed \(seed): refusal misjudged, \(expected) expected")
                     }
                 case 8:

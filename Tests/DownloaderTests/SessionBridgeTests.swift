@@ -262,6 +262,26 @@ final class SessionBridgeTests {
         #expect(trickle.estimate(for: 1) == 0 && trickle.estimate(for: 2) == 0)
     }
 
+    @Test("A lone refusal the delegate queue judges late is excused when its request went soon after the answer")
+    func lateJudgedRefusalIsSettling() async throws {
+        // A CI run of `dl` (stop 70) spent a retry on such a 503: the refusal was judged against the time it was seen,
+        // and a loaded client saw it more than the settle interval after the answer. Here the delegate queue is held
+        // for 3 s, past the 1-s interval; the request went at once. The server counts the answer for one more check.
+        let bridge = SessionBridge(configuration: .init(hostSettleInterval: 1))
+        defer { bridge.invalidate() }
+        let query = "?size=1000&busyAbove=1&busyLag=1"
+        let first = await bridge.perform(URLRequest(url: server.url("/bytes/answered\(query)")), sink: RecordingSink())
+        #expect({ if case .finished = first { true } else { false } }(), "\(first)")
+        bridge.delegateQueue.addOperation { Thread.sleep(forTimeInterval: 3) }  // the time passing is the condition
+        let sink = RecordingSink()
+        let second = await bridge.perform(URLRequest(url: server.url("/bytes/refused\(query)")), sink: sink)
+        let asked = server.requests.filter { $0.path == "/bytes/refused" }
+        #expect({ if case .finished = second { true } else { false } }(), "\(second)")
+        #expect(asked.count == 2, "refused once (the answer still counted), then asked again without the sink knowing")
+        #expect(sink.names.filter { $0 == "receive(response:)" }.count == 1, "\(sink.names)")
+        #expect(server.statistics.refusedRequests == 1)
+    }
+
     @Test("The session neither stores, sends nor parses cookies: the bridge's jar has them (issue #52)")
     func sessionLeavesCookiesAlone() {
         let bridge = SessionBridge()

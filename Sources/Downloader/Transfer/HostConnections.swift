@@ -20,7 +20,7 @@ import Foundation
 /// - A `503` or `429` for a request while others to its host are in flight means "too many" (nginx `limit_conn`, a
 ///   CDN's per-client limit): the host's limit drops to the others, and the refused request waits for its turn
 ///   again without spending its download's retries. So do the first four refused alone after an answer there, each
-///   within `settleInterval` of the answer or of the refusal excused before it: the server may still count the
+///   sent within `settleInterval` of the answer or of the refusal excused before it (however late it is judged): the server may still count the
 ///   answered request (nginx frees the slot when it finalises the request, which the next request can beat, and a
 ///   busy server finalises later), and the refused request asks again after a pause that doubles each time
 ///   (`Refusal.settling`). Any other refusal with nothing else in flight is the server's answer to this request
@@ -182,10 +182,16 @@ struct HostConnections: Sendable {
     }
 
     /// A request to `host` in flight was answered `503` or `429`.
-    /// - Parameter namesTime: the refusal carries a `Retry-After` above 0: it is `.own`.
+    /// - Parameters:
+    ///   - now: when the refusal is judged (uptime nanoseconds).
+    ///   - sentAt: when the request went (uptime nanoseconds; `nil`: `now`). A lone refusal is excused when the request
+    ///     went within `settleInterval` of the answer or the excuse before it, however late its refusal is judged: the
+    ///     server counted the answer because the request came soon after it (a loaded client judged a refusal more
+    ///     than 5 s after the excuse before it although it had asked again 1 s after that excuse, and spent a retry).
+    ///   - namesTime: the refusal carries a `Retry-After` above 0: it is `.own`.
     /// - Returns: what it means. For `.tooMany` the limit is lowered to the others; for `.tooMany` and `.settling` the
     ///   caller then calls `finished` for it and asks again (after a pause for `.settling`).
-    mutating func refused(host: String, now: UInt64, namesTime: Bool = false) -> Refusal {
+    mutating func refused(host: String, now: UInt64, sentAt: UInt64? = nil, namesTime: Bool = false) -> Refusal {
         guard var entry = hosts[host], entry.inFlight > entry.refusedInFlight else { return .own }
         entry.refusedInFlight += 1
         defer { hosts[host] = entry }
@@ -193,7 +199,7 @@ struct HostConnections: Sendable {
         // The requests still being answered there (another refused one is no longer).
         let others = entry.inFlight - entry.refusedInFlight
         guard others > 0 else {
-            guard let answer = lastAnswer[host], now < answer.at + settleInterval,
+            guard let answer = lastAnswer[host], min(sentAt ?? now, now) < answer.at + settleInterval,
                 answer.excused < Self.settlingPerAnswer
             else { return .own }
             lastAnswer[host] = (at: now, excused: answer.excused + 1)
@@ -278,9 +284,13 @@ final class ConnectionGate: Sendable {
     /// - Parameters:
     ///   - cap: the most requests in flight per host; `nil` for no cap.
     ///   - recoveryInterval: seconds before a lowered limit rises by one.
-    init(cap: Int?, recoveryInterval: TimeInterval = 10) {
+    ///   - settleInterval: seconds after an answer in which a lone refusal may still mean "too many".
+    init(cap: Int?, recoveryInterval: TimeInterval = 10, settleInterval: TimeInterval = 5) {
         state = Locked(
-            State(connections: HostConnections(cap: cap, recoveryInterval: UInt64(max(0, recoveryInterval) * 1e9))))
+            State(
+                connections: HostConnections(
+                    cap: cap, recoveryInterval: UInt64(max(0, recoveryInterval) * 1e9),
+                    settleInterval: UInt64(max(0, settleInterval) * 1e9))))
     }
 
     /// Waits until a request to `host` may go.
@@ -355,14 +365,16 @@ final class ConnectionGate: Sendable {
     static let settlingPause: TimeInterval = 0.25
 
     /// A request to `host` in flight, task `taskIdentifier`, was answered `503` or `429`.
-    /// - Parameter retryAfter: the delay the server asked for, if any.
+    /// - Parameters:
+    ///   - retryAfter: the delay the server asked for, if any.
+    ///   - sentAt: when the request went (uptime nanoseconds; `nil`: now), see `HostConnections.refused`.
     /// - Returns: whether it is "too many" (others were in flight, or one was answered a moment ago): then the bridge
     ///   ends the task without telling its sink, and `takeRefusal` gives its `perform` the pause.
-    func refuse(_ host: String, taskIdentifier: Int, retryAfter: TimeInterval?) -> Bool {
+    func refuse(_ host: String, taskIdentifier: Int, retryAfter: TimeInterval?, sentAt: UInt64? = nil) -> Bool {
         let now = DispatchTime.now().uptimeNanoseconds
         return state.withLock { state in
             state.refused.insert(taskIdentifier)
-            switch state.connections.refused(host: host, now: now, namesTime: (retryAfter ?? 0) > 0) {
+            switch state.connections.refused(host: host, now: now, sentAt: sentAt, namesTime: (retryAfter ?? 0) > 0) {
             case .own: return false
             case .tooMany: state.refusals[taskIdentifier] = Pause(delay: retryAfter ?? 0, holdsTurn: false)
             case .settling(let attempt):
@@ -438,10 +450,10 @@ extension SessionBridge {
     /// (its refusal is an ordinary retry).
     func refusesAsTooMany(_ response: URLResponse, taskIdentifier id: Int) -> Bool {
         guard let http = response as? HTTPURLResponse, http.statusCode == 503 || http.statusCode == 429,
-            let origin = state.withLock({ $0.entries[id]?.origin })
+            let (origin, sentAt) = state.withLock({ state in state.entries[id].map { ($0.origin, $0.started) } })
         else { return false }
         let retryAfter = http.value(forHTTPHeaderField: "Retry-After").flatMap { RetryAfter.delay(from: $0) }
-        return gate.refuse(origin, taskIdentifier: id, retryAfter: retryAfter)
+        return gate.refuse(origin, taskIdentifier: id, retryAfter: retryAfter, sentAt: sentAt)
     }
 }
 

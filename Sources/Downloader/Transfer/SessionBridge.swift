@@ -38,6 +38,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// The manager's cookies: sent with every request they match, updated by every response (`nil`: none at
         /// all but a redirect chain's own, for that chain).
         var cookies: DownloadCookieJar?
+        /// How long after an answer a lone `503` or `429` may still mean "too many" (seconds; `HostConnections`).
+        var hostSettleInterval: Double = 5
     }
 
     struct Entry {
@@ -47,6 +49,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// `originalURL.origin`, worked out once (about 4,000 instructions each time, issue #52).
         let origin: String
         var continuation: CheckedContinuation<RequestEnd, Never>?
+        /// When it was registered, just before its task is resumed (uptime nanoseconds).
+        let started: UInt64
         var lastActivity: UInt64
         /// Where the current lowest-speed interval began, and the body bytes received since.
         var speedIntervalStart: UInt64
@@ -97,7 +101,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                 warm: WarmConnections(capacity: configuration.maximumConnectionsPerHost),
                 ticks: WatchdogTicks(
                     interval: UInt64(interval * 1e9), start: DispatchTime.now().uptimeNanoseconds)))
-        gate = ConnectionGate(cap: configuration.connectionCap)
+        gate = ConnectionGate(cap: configuration.connectionCap, settleInterval: configuration.hostSettleInterval)
         delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
         delegateQueue.name = "Downloader.SessionBridge.delegate"
@@ -168,11 +172,11 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                 let accepted = state.withLock { state -> Bool in
                     guard !state.invalidated else { return false }
                     // Every request takes an idle connection if there is one; `complete` gives it back.
-                    _ = state.warm.take(origin: origin, now: DispatchTime.now().uptimeNanoseconds)
+                    let now = DispatchTime.now().uptimeNanoseconds
+                    _ = state.warm.take(origin: origin, now: now)
                     state.entries[id] = Entry(
                         task: task, sink: sink, originalURL: request.url!, origin: origin, continuation: continuation,
-                        lastActivity: DispatchTime.now().uptimeNanoseconds,
-                        speedIntervalStart: DispatchTime.now().uptimeNanoseconds,
+                        started: now, lastActivity: now, speedIntervalStart: now,
                         redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects),
                         answersChallenge: answersChallenge,
                         sentCredentials: request.value(forHTTPHeaderField: "Authorization") != nil
