@@ -260,9 +260,11 @@ public final class HTTPTestServer: Sendable {
                 $0.statistics.peakActiveRequests = max($0.statistics.peakActiveRequests, $0.statistics.activeRequests)
             }
             if var busy = busyAnswer(to: head) {
+                // A refused request stops counting before its answer leaves (nginx's `limit_conn` never counts it): a
+                // client that asks again at once must not meet it, however late this thread runs after the write.
+                update { $0.statistics.activeRequests -= 1 }
                 busy.omitBody = head.method == "HEAD"  // as `Router.respond` does: a body would poison the connection
                 let keepOpen = write(busy, to: fd) && head.keepAlive
-                update { $0.statistics.activeRequests -= 1 }
                 if !keepOpen || isStopping { return }
                 continue
             }
