@@ -338,6 +338,15 @@ final class DLListTests: Sendable, DLFileChecks {
     /// 30 s, which dl's watchdog answers by a retry, as it should; with `--retries 0` the run failed for it.
     private func expectNoRetrySpent(_ outcome: DLProcess.Outcome) {
         let retries = outcome.stderr.split(separator: "\n").filter { $0.contains("; retry ") }
-        #expect(retries.allSatisfy { $0.contains(": no data for ") }, "a retry was spent: \(retries)")
+        guard !retries.allSatisfy({ $0.contains(": no data for ") }) else { return }
+        // The server's timeline (milliseconds from the first request) tells a refusal's cause.
+        let requests = server.requests
+        let start = requests.first?.received ?? .now
+        let timeline = requests.map { request in
+            let offset = (request.received - start).components
+            let milliseconds = offset.seconds * 1000 + offset.attoseconds / 1_000_000_000_000_000
+            return "\(milliseconds) ms: \(request.method) \(request.path) on connection \(request.connectionID)"
+        }
+        Issue.record("a retry was spent: \(retries)\nthe server received:\n\(timeline.joined(separator: "\n"))")
     }
 }
