@@ -20,11 +20,11 @@ import Foundation
 /// - A `503` or `429` for a request while others to its host are in flight means "too many" (nginx `limit_conn`, a
 ///   CDN's per-client limit): the host's limit drops to the others, and the refused request waits for its turn
 ///   again without spending its download's retries. So do the first four refused alone after an answer there, each
-///   sent within `settleInterval` of the answer or of the refusal excused before it (however late it is judged): the server may still count the
-///   answered request (nginx frees the slot when it finalises the request, which the next request can beat, and a
-///   busy server finalises later), and the refused request asks again after a pause that doubles each time
-///   (`Refusal.settling`). Any other refusal with nothing else in flight is the server's answer to this request
-///   alone: the download's retry rules take it.
+///   sent within `settleInterval` of the answer or of the refusal excused before it (however late it is judged): the
+///   server may still count the answered request (nginx frees the slot when it finalises the request, which the next
+///   request can beat, and a busy server finalises later), and the refused request asks again after a pause that
+///   doubles each time (`Refusal.settling`). Any other refusal with nothing else in flight is the server's answer to
+///   this request alone: the download's retry rules take it.
 /// - A lowered limit rises by one every `recoveryInterval` without a new refusal, up to the number that was refused,
 ///   and is then forgotten.
 struct HostConnections: Sendable {
