@@ -265,18 +265,27 @@ final class SessionBridgeTests {
     @Test("A lone refusal the delegate queue judges late is excused when its request went soon after the answer")
     func lateJudgedRefusalIsSettling() async throws {
         // A CI run of `dl` (stop 70) spent a retry on such a 503: the refusal was judged against the time it was seen,
-        // and a loaded client saw it more than the settle interval after the answer. Here the delegate queue is held
-        // for 3 s, past the 1-s interval; the request went at once. The server counts the answer for one more check.
-        let bridge = SessionBridge(configuration: .init(hostSettleInterval: 1))
+        // and a loaded client saw it more than the settle interval (5 s) after the answer. Here the gate's clock is the
+        // test's: the request goes at the answer's time, and the clock moves 10 s on while the delegate queue is held,
+        // before the 503 reaches it. The server counts the answer for one more check (`busyLag=1`).
+        let clock = Locked<UInt64>(1_000_000_000_000)
+        let bridge = SessionBridge(configuration: .init(hostClock: { clock.withLock { $0 } }))
         defer { bridge.invalidate() }
         let query = "?size=1000&busyAbove=1&busyLag=1"
         let first = await bridge.perform(URLRequest(url: server.url("/bytes/answered\(query)")), sink: RecordingSink())
         #expect({ if case .finished = first { true } else { false } }(), "\(first)")
-        bridge.delegateQueue.addOperation { Thread.sleep(forTimeInterval: 3) }  // the time passing is the condition
+        let release = DispatchSemaphore(value: 0)
+        bridge.delegateQueue.addOperation { _ = release.wait(timeout: .now() + 120) }
         let sink = RecordingSink()
-        let second = await bridge.perform(URLRequest(url: server.url("/bytes/refused\(query)")), sink: sink)
+        let request = URLRequest(url: server.url("/bytes/refused\(query)"))
+        let second = Task { await bridge.perform(request, sink: sink) }
+        // Registered (its start time taken) before it was resumed: once the server has it, the clock may move.
+        #expect(await server.waitUntil { $0.requests.contains { $0.path == "/bytes/refused" } })
+        clock.withLock { $0 += 10_000_000_000 }
+        release.signal()
+        let end = await second.value
         let asked = server.requests.filter { $0.path == "/bytes/refused" }
-        #expect({ if case .finished = second { true } else { false } }(), "\(second)")
+        #expect({ if case .finished = end { true } else { false } }(), "\(end)")
         #expect(asked.count == 2, "refused once (the answer still counted), then asked again without the sink knowing")
         #expect(sink.names.filter { $0 == "receive(response:)" }.count == 1, "\(sink.names)")
         #expect(server.statistics.refusedRequests == 1)

@@ -271,6 +271,8 @@ final class ConnectionGate: Sendable {
     }
 
     private let state: Locked<State>
+    /// The gate's clock (uptime nanoseconds): `DispatchTime`'s, or a test's.
+    let now: @Sendable () -> UInt64
 
     /// How a request refused as "too many" waits before it asks again.
     struct Pause: Equatable {
@@ -285,7 +287,12 @@ final class ConnectionGate: Sendable {
     ///   - cap: the most requests in flight per host; `nil` for no cap.
     ///   - recoveryInterval: seconds before a lowered limit rises by one.
     ///   - settleInterval: seconds after an answer in which a lone refusal may still mean "too many".
-    init(cap: Int?, recoveryInterval: TimeInterval = 10, settleInterval: TimeInterval = 5) {
+    ///   - clock: the time now, in uptime nanoseconds (tests move it by hand).
+    init(
+        cap: Int?, recoveryInterval: TimeInterval = 10, settleInterval: TimeInterval = 5,
+        clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
+    ) {
+        now = clock
         state = Locked(
             State(
                 connections: HostConnections(
@@ -340,7 +347,7 @@ final class ConnectionGate: Sendable {
     ///   - taskIdentifier: its task, if it was made.
     ///   - answered: whether it had a response being served (`SessionBridge.wasAnswered`).
     func leave(_ host: String, taskIdentifier: Int?, answered: Bool) {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = now()
         resume(
             state.withLock { state in
                 let wasRefused = taskIdentifier.map { state.refused.remove($0) != nil } ?? false
@@ -352,7 +359,7 @@ final class ConnectionGate: Sendable {
 
     /// Lets time raise lowered limits (the bridge's watchdog calls it).
     func tick() {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = now()
         resume(
             state.withLock { state in
                 let tickets = state.connections.tick(now: now)
@@ -371,7 +378,7 @@ final class ConnectionGate: Sendable {
     /// - Returns: whether it is "too many" (others were in flight, or one was answered a moment ago): then the bridge
     ///   ends the task without telling its sink, and `takeRefusal` gives its `perform` the pause.
     func refuse(_ host: String, taskIdentifier: Int, retryAfter: TimeInterval?, sentAt: UInt64? = nil) -> Bool {
-        let now = DispatchTime.now().uptimeNanoseconds
+        let now = now()
         return state.withLock { state in
             state.refused.insert(taskIdentifier)
             switch state.connections.refused(host: host, now: now, sentAt: sentAt, namesTime: (retryAfter ?? 0) > 0) {

@@ -38,8 +38,8 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// The manager's cookies: sent with every request they match, updated by every response (`nil`: none at
         /// all but a redirect chain's own, for that chain).
         var cookies: DownloadCookieJar?
-        /// How long after an answer a lone `503` or `429` may still mean "too many" (seconds; `HostConnections`).
-        var hostSettleInterval: Double = 5
+        /// The connection gate's clock, in uptime nanoseconds (`nil`: `DispatchTime`'s). Internal: tests move it.
+        var hostClock: (@Sendable () -> UInt64)?
     }
 
     struct Entry {
@@ -49,7 +49,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         /// `originalURL.origin`, worked out once (about 4,000 instructions each time, issue #52).
         let origin: String
         var continuation: CheckedContinuation<RequestEnd, Never>?
-        /// When it was registered, just before its task is resumed (uptime nanoseconds).
+        /// When it was registered, just before its task is resumed (the gate's clock: `ConnectionGate.now`).
         let started: UInt64
         var lastActivity: UInt64
         /// Where the current lowest-speed interval began, and the body bytes received since.
@@ -101,7 +101,9 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                 warm: WarmConnections(capacity: configuration.maximumConnectionsPerHost),
                 ticks: WatchdogTicks(
                     interval: UInt64(interval * 1e9), start: DispatchTime.now().uptimeNanoseconds)))
-        gate = ConnectionGate(cap: configuration.connectionCap, settleInterval: configuration.hostSettleInterval)
+        gate =
+            configuration.hostClock.map { ConnectionGate(cap: configuration.connectionCap, clock: $0) }
+            ?? ConnectionGate(cap: configuration.connectionCap)
         delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
         delegateQueue.name = "Downloader.SessionBridge.delegate"
@@ -176,7 +178,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                     _ = state.warm.take(origin: origin, now: now)
                     state.entries[id] = Entry(
                         task: task, sink: sink, originalURL: request.url!, origin: origin, continuation: continuation,
-                        started: now, lastActivity: now, speedIntervalStart: now,
+                        started: gate.now(), lastActivity: now, speedIntervalStart: now,
                         redirects: RedirectChain(request: request, maximum: configuration.maximumRedirects),
                         answersChallenge: answersChallenge,
                         sentCredentials: request.value(forHTTPHeaderField: "Authorization") != nil
