@@ -414,6 +414,24 @@ extension Transfer {
         return .restored(try restore(pipeline, probe: nil, hasState: false))
     }
 
+    /// `prepareFresh` without its hop to a `Blocking` thread, for the common case: nothing at all lies where this URL
+    /// would deliver its file (one `lstat`, a look-up like `PartialFiles.hasState`'s). The partial file is then made by
+    /// the disk queue with the body's first bytes (`DiskCommand.startOver` waits for a wake), so a small file's
+    /// creation, write, hash and placement take one hop, in `finish` (issue #52).
+    /// - Parameter pipeline: the transfer's disk side, not yet sent a command.
+    /// - Returns: the position to download from (byte 0); `nil` when something is at that path, or a test holds the
+    ///   file work (`beforeRestore`): then `prepareFresh` decides, on a `Blocking` thread.
+    func startFreshWithoutHop(_ pipeline: DiskPipeline) -> TransferPosition? {
+        guard configuration.beforeRestore.call == nil else { return nil }
+        var info = stat()
+        guard lstat(directory.deliveredFilePath(of: url, options: options), &info) != 0, errno == ENOENT else {
+            return nil
+        }
+        pipeline.shared.withLock { $0.stateMayExist = false }  // as `restore` finding no state
+        pipeline.send(.startOver(announced: []))
+        return TransferPosition()
+    }
+
     /// The file this URL delivered, if there is one and it still holds the recorded content: the same identity,
     /// or, if it was touched, the same digest when hashed again (locally). A file changed since is the user's now:
     /// never reused, never replaced.

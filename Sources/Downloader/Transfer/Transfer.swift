@@ -186,7 +186,9 @@ final class Transfer: Sendable {
         // File work (hashing, syncing, moving) runs off the cooperative threads: see `Blocking`. A fresh download looks
         // for an earlier delivery and, finding none, prepares its partial file in the same hop (issue #52).
         var prepared: TransferPosition?
-        if !hasState, replacing == nil {
+        if !hasState, replacing == nil, let position = startFreshWithoutHop(pipeline) {
+            prepared = position
+        } else if !hasState, replacing == nil {
             switch try await Blocking.run({ () throws(DownloadError) in try self.prepareFresh(pipeline) }) {
             case .delivered(let recorded) where !sendsHEAD:
                 ownFile = recorded.url  // not proved current without a HEAD: downloaded again, replaced once verified
