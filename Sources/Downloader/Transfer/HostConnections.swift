@@ -286,18 +286,11 @@ final class ConnectionGate: Sendable {
     /// - Parameters:
     ///   - cap: the most requests in flight per host; `nil` for no cap.
     ///   - recoveryInterval: seconds before a lowered limit rises by one.
-    ///   - settleInterval: seconds after an answer in which a lone refusal may still mean "too many".
-    ///   - clock: the time now, in uptime nanoseconds (tests move it by hand).
-    init(
-        cap: Int?, recoveryInterval: TimeInterval = 10, settleInterval: TimeInterval = 5,
-        clock: @escaping @Sendable () -> UInt64 = { DispatchTime.now().uptimeNanoseconds }
-    ) {
-        now = clock
+    ///   - clock: the time now, in uptime nanoseconds (tests move it by hand); `nil`: `DispatchTime`'s.
+    init(cap: Int?, recoveryInterval: TimeInterval = 10, clock: (@Sendable () -> UInt64)? = nil) {
+        now = clock ?? { DispatchTime.now().uptimeNanoseconds }
         state = Locked(
-            State(
-                connections: HostConnections(
-                    cap: cap, recoveryInterval: UInt64(max(0, recoveryInterval) * 1e9),
-                    settleInterval: UInt64(max(0, settleInterval) * 1e9))))
+            State(connections: HostConnections(cap: cap, recoveryInterval: UInt64(max(0, recoveryInterval) * 1e9))))
     }
 
     /// Waits until a request to `host` may go.

@@ -101,9 +101,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
                 warm: WarmConnections(capacity: configuration.maximumConnectionsPerHost),
                 ticks: WatchdogTicks(
                     interval: UInt64(interval * 1e9), start: DispatchTime.now().uptimeNanoseconds)))
-        gate =
-            configuration.hostClock.map { ConnectionGate(cap: configuration.connectionCap, clock: $0) }
-            ?? ConnectionGate(cap: configuration.connectionCap)
+        gate = ConnectionGate(cap: configuration.connectionCap, clock: configuration.hostClock)
         delegateQueue = OperationQueue()
         delegateQueue.maxConcurrentOperationCount = 1
         delegateQueue.name = "Downloader.SessionBridge.delegate"

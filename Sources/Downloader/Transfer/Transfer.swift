@@ -183,12 +183,12 @@ final class Transfer: Sendable {
         var source = 0
         if probed { (probe, source) = try await probeSources() }
         var ownFile: URL?
-        // File work (hashing, syncing, moving) runs off the cooperative threads: see `Blocking`. A fresh download looks
-        // for an earlier delivery and, finding none, prepares its partial file in the same hop (issue #52).
-        var prepared: TransferPosition?
-        if !hasState, replacing == nil, let position = startFreshWithoutHop(pipeline) {
-            prepared = position
-        } else if !hasState, replacing == nil {
+        // File work (hashing, syncing, moving) runs off the cooperative threads: see `Blocking`. A fresh download with
+        // nothing where it would deliver starts without a hop; else it looks for an earlier delivery and, finding none,
+        // prepares its partial file in the same hop (issue #52).
+        let fresh = !hasState && replacing == nil
+        var prepared = fresh ? startFreshWithoutHop(pipeline) : nil
+        if fresh, prepared == nil {
             switch try await Blocking.run({ () throws(DownloadError) in try self.prepareFresh(pipeline) }) {
             case .delivered(let recorded) where !sendsHEAD:
                 ownFile = recorded.url  // not proved current without a HEAD: downloaded again, replaced once verified
