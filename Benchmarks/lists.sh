@@ -4,7 +4,9 @@
 # disk; `floor-tuned`: the same with FLOOR_TUNED=1, configured as the library configures its session; `floor-writes`:
 # floor-tuned writing each body to its own file with FLOOR_WRITES, the least a downloader that keeps files does;
 # `floor-durable`: floor-writes with FLOOR_DURABLE=1, adding by hand the file-system calls the library makes for each
-# file so that no crash leaves a wrong file: temporary name, attributes, the journal's placement line, the move),
+# file so that no crash leaves a wrong file: temporary name, attributes, the journal's placement line, the move;
+# `floor-async`: floor-durable with FLOOR_ASYNC=1, each download a child task suspended on a continuation, with an
+# actor's entry: what Swift concurrency costs a file),
 # interleaved, RUNS times per size, on loopback nginx serving one 1 KiB file under every path. Prints the
 # medians of wall time, peak RSS and CPU (user + sys) per tool and size. DL_BASELINE=PATH adds another dl binary.
 # Each run writes its files into a new folder on a tmpfs (LISTS_ON_DISK=1: in /tmp), removed afterwards: on ext4,
@@ -35,11 +37,12 @@ sleep 1
 declare -A TOOLS=([dl]="$DL -q -j 16 -P OUT -i LIST" [aria2c]="aria2c -q -j 16 -d OUT -i LIST --file-allocation=none"
     [floor]="$FLOOR LIST 16" [floor-tuned]="env FLOOR_TUNED=1 $FLOOR LIST 16"
     [floor-writes]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT $FLOOR LIST 16"
-    [floor-durable]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 $FLOOR LIST 16")
-ORDER="dl aria2c floor floor-tuned floor-writes floor-durable"
+    [floor-durable]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 $FLOOR LIST 16"
+    [floor-async]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 FLOOR_ASYNC=1 $FLOOR LIST 16")
+ORDER="dl aria2c floor floor-tuned floor-writes floor-durable floor-async"
 if [ -n "${DL_BASELINE:-}" ]; then
     TOOLS[dl-baseline]="$DL_BASELINE -q -j 16 -P OUT -i LIST"
-    ORDER="dl dl-baseline aria2c floor floor-tuned floor-writes floor-durable"
+    ORDER="dl dl-baseline aria2c floor floor-tuned floor-writes floor-durable floor-async"
 fi
 
 echo "| list | tool | time (s) | files/s | peak RSS (MB) | CPU (s) | CPU per file (ms) | runs |"
@@ -56,7 +59,8 @@ for size in $SIZES; do
             /usr/bin/time -f "%e %M %U %S" -o "$WORK/time" $command > /dev/null 2> "$WORK/stderr" || {
                 echo "$tool failed:" >&2; tail -3 "$WORK/stderr" >&2; }
             read -r wall kb user sys < "$WORK/time"
-            if [ "${tool#floor}" = "$tool" ] || [ "$tool" = floor-writes ] || [ "$tool" = floor-durable ]; then
+            if [ "${tool#floor}" = "$tool" ] || [ "$tool" = floor-writes ] || [ "$tool" = floor-durable ] \
+                || [ "$tool" = floor-async ]; then
                 count=$(find "$out" -maxdepth 1 -type f | wc -l)
                 [ "$count" = "$size" ] || echo "$tool: $count files of $size" >&2
             fi

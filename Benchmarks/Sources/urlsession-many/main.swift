@@ -16,6 +16,12 @@
 // 300 bytes to one append-only file) and `renameat2(RENAME_NOREPLACE)` to the final name. No digest (MD5 of 1 KiB is
 // about 14,000 instructions), no state lines (the library batches them, 10 ms at a time, with the removals), no thread
 // hand-offs: what the durable steps alone cost.
+// FLOOR_ASYNC=1 runs each download as a library built on Swift concurrency must at least: a child task of one task
+// group a download (CONCURRENCY at a time), the request made and resumed from that task, the task suspended on a
+// continuation that the delegate's completion resumes, and two calls to an actor that keeps each running download's
+// entry (added before the request, removed after it). The delegate's work (FLOOR_WRITES, FLOOR_DURABLE) is unchanged,
+// so the difference to the same run without FLOOR_ASYNC is what tasks, continuations and an actor cost a file — the
+// part of the library's cost that its design (async/await and a manager actor) cannot avoid (issue #52).
 import Foundation
 
 #if canImport(Glibc)
@@ -37,6 +43,9 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     /// FLOOR_WRITES's folder, with a slash; each running task's open file.
     let folder: String?
     var files: [Int: Int32] = [:]
+    /// FLOOR_ASYNC's waiting tasks, by task identifier (made on the cooperative threads, resumed on the delegate queue).
+    let waiters = NSLock()
+    var waiting: [Int: CheckedContinuation<Bool, Never>] = [:]
     /// FLOOR_DURABLE's state folder (DIR/.state/, with a slash) and its journal, or `nil`.
     let durable: (state: String, journal: Int32)?
 
@@ -90,10 +99,63 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
             }
             close(fd)
         }
+        waiters.lock()
+        let waiter = waiting.removeValue(forKey: task.taskIdentifier)
+        waiters.unlock()
+        if let waiter {
+            waiter.resume(returning: error == nil)
+            return
+        }
         running -= 1
         finished += 1
         if error != nil { failures += 1 }
         startNext()
+    }
+
+    /// FLOOR_ASYNC: one download from a task; returns whether it succeeded.
+    func fetch(_ url: URL, in session: URLSession) async -> Bool {
+        var request = URLRequest(url: url)
+        request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
+        return await withCheckedContinuation { continuation in
+            let task = session.dataTask(with: request)
+            waiters.lock()
+            waiting[task.taskIdentifier] = continuation
+            waiters.unlock()
+            task.resume()
+        }
+    }
+}
+
+/// FLOOR_ASYNC's actor: each running download's entry, and the counts.
+actor Book {
+    var running: [URL: Int] = [:]
+    var finished = 0
+    var failures = 0
+
+    func started(_ url: URL) { running[url] = finished }
+
+    func ended(_ url: URL, succeeded: Bool) {
+        running[url] = nil
+        finished += 1
+        if !succeeded { failures += 1 }
+    }
+
+    /// Every URL through `runner`, `concurrency` at a time, each in a child task.
+    static func run(_ urls: [URL], concurrency: Int, runner: Runner, session: URLSession) async -> (Int, Int) {
+        let book = Book()
+        await withTaskGroup(of: Void.self) { group in
+            var pending = urls.makeIterator()
+            func add(_ url: URL) {
+                group.addTask {
+                    await book.started(url)
+                    let succeeded = await runner.fetch(url, in: session)
+                    await book.ended(url, succeeded: succeeded)
+                }
+            }
+            for _ in 0..<concurrency { if let url = pending.next() { add(url) } }
+            while await group.next() != nil { if let url = pending.next() { add(url) } }
+        }
+        return (await book.finished, await book.failures)
     }
 }
 
@@ -161,8 +223,16 @@ if ProcessInfo.processInfo.environment["FLOOR_TUNED"] == "1" {
 let session = URLSession(configuration: configuration, delegate: runner, delegateQueue: queue)
 runner.session = session
 let start = Date()
-queue.addOperation {
-    for _ in 0..<concurrency { runner.startNext() }
+if ProcessInfo.processInfo.environment["FLOOR_ASYNC"] == "1" {
+    Task.detached {
+        (runner.finished, runner.failures) = await Book.run(
+            urls, concurrency: concurrency, runner: runner, session: session)
+        runner.done.signal()
+    }
+} else {
+    queue.addOperation {
+        for _ in 0..<concurrency { runner.startNext() }
+    }
 }
 runner.done.wait()
 let seconds = Date().timeIntervalSince(start)
