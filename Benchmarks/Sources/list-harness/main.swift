@@ -28,7 +28,11 @@ func run(_ arguments: [String]) async throws {
     let started = ContinuousClock.now
     var failed = 0
     for await outcome in manager.download(requests, maximumInFlight: nil) {
-        if case .failure = outcome.result { failed += 1 }
+        if case .failure(let error) = outcome.result {
+            // The first failure is shown: a count alone hid that every file of a run had failed.
+            if failed == 0 { FileHandle.standardError.write(Data("list-harness: first failure: \(error)\n".utf8)) }
+            failed += 1
+        }
     }
     await manager.shutdown()
     let seconds = (ContinuousClock.now - started) / .seconds(1)
