@@ -35,8 +35,12 @@ let package = Package(
             name: "list-harness",
             dependencies: [.product(name: "Downloader", package: "swift-downloader")]
         ),
-        // The platform's floor for many small requests: one URLSession, N data tasks at a time, bodies discarded.
-        .executableTarget(name: "urlsession-many"),
+        // The platform's floor for many small requests: one URLSession, N data tasks at a time, bodies discarded
+        // (the library only for its MD5, in the FLOOR_PRODUCT mode).
+        .executableTarget(
+            name: "urlsession-many",
+            dependencies: [.product(name: "Downloader", package: "swift-downloader")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

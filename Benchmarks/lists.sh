@@ -6,7 +6,8 @@
 # `floor-durable`: floor-writes with FLOOR_DURABLE=1, adding by hand the file-system calls the library makes for each
 # file so that no crash leaves a wrong file: temporary name, attributes, the journal's placement line, the move;
 # `floor-async`: floor-durable with FLOOR_ASYNC=1, each download a child task suspended on a continuation, with an
-# actor's entry: what Swift concurrency costs a file),
+# actor's entry: what Swift concurrency costs a file; `floor-product`: floor-async with FLOOR_PRODUCT=1, adding
+# receipts in the actor, the MD5 and the journal's state and removal lines: the required work done plainly),
 # interleaved, RUNS times per size, on loopback nginx serving one 1 KiB file under every path. Prints the
 # medians of wall time, peak RSS and CPU (user + sys) per tool and size. DL_BASELINE=PATH adds another dl binary.
 # Each run writes its files into a new folder on a tmpfs (LISTS_ON_DISK=1: in /tmp), removed afterwards: on ext4,
@@ -38,11 +39,12 @@ declare -A TOOLS=([dl]="$DL -q -j 16 -P OUT -i LIST" [aria2c]="aria2c -q -j 16 -
     [floor]="$FLOOR LIST 16" [floor-tuned]="env FLOOR_TUNED=1 $FLOOR LIST 16"
     [floor-writes]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT $FLOOR LIST 16"
     [floor-durable]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 $FLOOR LIST 16"
-    [floor-async]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 FLOOR_ASYNC=1 $FLOOR LIST 16")
-ORDER="dl aria2c floor floor-tuned floor-writes floor-durable floor-async"
+    [floor-async]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 FLOOR_ASYNC=1 $FLOOR LIST 16"
+    [floor-product]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 FLOOR_ASYNC=1 FLOOR_PRODUCT=1 $FLOOR LIST 16")
+ORDER="dl aria2c floor floor-tuned floor-writes floor-durable floor-async floor-product"
 if [ -n "${DL_BASELINE:-}" ]; then
     TOOLS[dl-baseline]="$DL_BASELINE -q -j 16 -P OUT -i LIST"
-    ORDER="dl dl-baseline aria2c floor floor-tuned floor-writes floor-durable floor-async"
+    ORDER="dl dl-baseline aria2c floor floor-tuned floor-writes floor-durable floor-async floor-product"
 fi
 
 echo "| list | tool | time (s) | files/s | peak RSS (MB) | CPU (s) | CPU per file (ms) | runs |"
@@ -60,7 +62,7 @@ for size in $SIZES; do
                 echo "$tool failed:" >&2; tail -3 "$WORK/stderr" >&2; }
             read -r wall kb user sys < "$WORK/time"
             if [ "${tool#floor}" = "$tool" ] || [ "$tool" = floor-writes ] || [ "$tool" = floor-durable ] \
-                || [ "$tool" = floor-async ]; then
+                || [ "$tool" = floor-async ] || [ "$tool" = floor-product ]; then
                 count=$(find "$out" -maxdepth 1 -type f | wc -l)
                 [ "$count" = "$size" ] || echo "$tool: $count files of $size" >&2
             fi

@@ -22,6 +22,14 @@
 // entry (added before the request, removed after it). The delegate's work (FLOOR_WRITES, FLOOR_DURABLE) is unchanged,
 // so the difference to the same run without FLOOR_ASYNC is what tasks, continuations and an actor cost a file — the
 // part of the library's cost that its design (async/await and a manager actor) cannot avoid (issue #52).
+// FLOOR_PRODUCT=1 (with FLOOR_ASYNC, FLOOR_WRITES and FLOOR_DURABLE) adds the rest of what the library must do for a
+// file, done as plainly as a downloader written for small files alone would: the actor keeps a receipt for each
+// download (its URL, name, partial file's URL, state and counts) through queued, downloading and completed, and
+// forgets it once answered; the body is hashed (the library's MD5) and the digest goes into the record and the
+// placement line; the journal gets the download's state line (its options as the library writes them) at the start
+// and its removal after the move, both carried by the next placement's `write(2)`. What this costs above FLOOR_ASYNC
+// is the required work; what `dl` costs above this is its general machinery.
+import Downloader
 import Foundation
 
 #if canImport(Glibc)
@@ -43,14 +51,20 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     /// FLOOR_WRITES's folder, with a slash; each running task's open file.
     let folder: String?
     var files: [Int: Int32] = [:]
+    /// FLOOR_PRODUCT's hashes, by task identifier (delegate queue), and its journal lines waiting for the next write.
+    let product: Bool
+    var hashes: [Int: Hashing.MD5] = [:]
+    let journalLines = NSLock()
+    var waitingLines: [UInt8] = []
     /// FLOOR_ASYNC's waiting tasks, by task identifier (made on the cooperative threads, resumed on the delegate queue).
     let waiters = NSLock()
     var waiting: [Int: CheckedContinuation<Bool, Never>] = [:]
     /// FLOOR_DURABLE's state folder (DIR/.state/, with a slash) and its journal, or `nil`.
     let durable: (state: String, journal: Int32)?
 
-    init(urls: [URL], folder: String?, durable: Bool) {
+    init(urls: [URL], folder: String?, durable: Bool, product: Bool = false) {
         pending = urls.makeIterator()
+        self.product = product
         let folder = folder.map { $0.hasSuffix("/") ? $0 : $0 + "/" }
         self.folder = folder
         if durable, let folder {
@@ -88,14 +102,33 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         }
         guard fd >= 0 else { return }
         _ = data.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if product { hashes[dataTask.taskIdentifier, default: Hashing.MD5()].update(data: data) }
+    }
+
+    /// FLOOR_PRODUCT: a journal line to go out with the next placement's write.
+    func journal(_ line: String) {
+        journalLines.lock()
+        waitingLines.append(contentsOf: line.utf8)
+        journalLines.unlock()
+    }
+
+    /// FLOOR_PRODUCT: the lines waiting, taken.
+    func takeJournalLines() -> [UInt8] {
+        journalLines.lock()
+        defer { journalLines.unlock() }
+        let lines = waitingLines
+        waitingLines.removeAll(keepingCapacity: true)
+        return lines
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
         if let fd = files.removeValue(forKey: task.taskIdentifier), fd >= 0 {
             if let durable, let folder, let url = task.originalRequest?.url {
                 let name = url.lastPathComponent
+                let md5 = hashes.removeValue(forKey: task.taskIdentifier)?.finalize().hexString
                 Durable.place(
-                    fd, partial: durable.state + name + ".part", at: folder + name, url: url, journal: durable.journal)
+                    fd, partial: durable.state + name + ".part", at: folder + name, url: url, journal: durable.journal,
+                    md5: md5, before: product ? takeJournalLines() : [])
             }
             close(fd)
         }
@@ -128,21 +161,54 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
 
 /// FLOOR_ASYNC's actor: each running download's entry, and the counts.
 actor Book {
+    /// FLOOR_PRODUCT's receipt of a download.
+    struct Receipt {
+        enum State: String { case queued, downloading, completed }
+        var url: URL
+        var filename: String
+        var fileURL: URL
+        var state: State
+        var written: Int64 = 0
+    }
+
     var running: [URL: Int] = [:]
+    var receipts: [URL: Receipt] = [:]
     var finished = 0
     var failures = 0
+    /// FLOOR_PRODUCT's runner (its journal and partial folder), or `nil`.
+    var product: Runner?
 
-    func started(_ url: URL) { running[url] = finished }
+    func started(_ url: URL) {
+        running[url] = finished
+        guard let product, let state = product.durable?.state else { return }
+        let name = url.lastPathComponent
+        var receipt = Receipt(
+            url: url, filename: name, fileURL: URL(fileURLWithPath: state + name + ".part"), state: .queued)
+        receipt.state = .downloading
+        receipts[url] = receipt
+        product.journal(
+            #"\#(url.absoluteString)\#t{"put":{"url":"\#(url.absoluteString)","state":"\#(receipt.state.rawValue)","#
+                + #""options":{"headers":{"User-Agent":"dl/1.0.0"},"naming":{"suggested":{}},"computesMD5":true,"#
+                + #""connections":1}}}\#n"#)
+    }
 
     func ended(_ url: URL, succeeded: Bool) {
         running[url] = nil
         finished += 1
         if !succeeded { failures += 1 }
+        guard let product, var receipt = receipts.removeValue(forKey: url) else { return }
+        receipt.state = .completed
+        receipt.written = 1024
+        receipt.fileURL = URL(fileURLWithPath: product.folder! + receipt.filename)
+        product.journal(#"\#(url.absoluteString)\#t{"remove":"\#(url.absoluteString)"}\#n"#)
     }
+
+    func serve(_ runner: Runner) { product = runner }
 
     /// Every URL through `runner`, `concurrency` at a time, each in a child task.
     static func run(_ urls: [URL], concurrency: Int, runner: Runner, session: URLSession) async -> (Int, Int) {
         let book = Book()
+        if runner.product { await book.serve(runner) }
         await withTaskGroup(of: Void.self) { group in
             var pending = urls.makeIterator()
             func add(_ url: URL) {
@@ -180,16 +246,20 @@ enum Durable {
     }
 
     /// The length check, the record, the journal's placement line and the move.
-    static func place(_ fd: Int32, partial: String, at target: String, url: URL, journal: Int32) {
+    static func place(
+        _ fd: Int32, partial: String, at target: String, url: URL, journal: Int32, md5: String? = nil,
+        before: [UInt8] = []
+    ) {
         var info = stat()
         _ = stat(partial, &info)
-        let md5 = String(repeating: "0", count: 32)
+        let md5 = md5 ?? String(repeating: "0", count: 32)
         let record = #"{"url":"\#(url.absoluteString)","length":\#(info.st_size),"md5":"\#(md5)"}"#
         set(Array(record.utf8), named: "user.downloader.record", on: fd)
         let line =
             #"\#(url.absoluteString)\#t{"put":{"url":"\#(url.absoluteString)","state":"downloading","placement":"#
             + #"{"name":"\#(target)","length":\#(info.st_size),"checksum":"md5:\#(md5)"}}}\#n"#
-        _ = line.utf8CString.withUnsafeBufferPointer { write(journal, $0.baseAddress, $0.count - 1) }
+        let bytes = before + Array(line.utf8)
+        _ = bytes.withUnsafeBytes { write(journal, $0.baseAddress, $0.count) }
         _ = rename?(AT_FDCWD, partial, AT_FDCWD, target, 1 /* RENAME_NOREPLACE */)
     }
 
@@ -208,7 +278,10 @@ else {
 let urls = text.split(separator: "\n").compactMap { URL(string: String($0)) }
 let writes = ProcessInfo.processInfo.environment["FLOOR_WRITES"]
 if let writes { try FileManager.default.createDirectory(atPath: writes, withIntermediateDirectories: true) }
-let runner = Runner(urls: urls, folder: writes, durable: ProcessInfo.processInfo.environment["FLOOR_DURABLE"] == "1")
+let environment = ProcessInfo.processInfo.environment
+let runner = Runner(
+    urls: urls, folder: writes, durable: environment["FLOOR_DURABLE"] == "1",
+    product: environment["FLOOR_PRODUCT"] == "1")
 let queue = OperationQueue()
 queue.maxConcurrentOperationCount = 1
 let configuration = URLSessionConfiguration.ephemeral
