@@ -122,10 +122,10 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        let md5 = hashes.removeValue(forKey: task.taskIdentifier)?.finalize().hexString
         if let fd = files.removeValue(forKey: task.taskIdentifier), fd >= 0 {
             if let durable, let folder, let url = task.originalRequest?.url {
                 let name = url.lastPathComponent
-                let md5 = hashes.removeValue(forKey: task.taskIdentifier)?.finalize().hexString
                 Durable.place(
                     fd, partial: durable.state + name + ".part", at: folder + name, url: url, journal: durable.journal,
                     md5: md5, before: product ? takeJournalLines() : [])
