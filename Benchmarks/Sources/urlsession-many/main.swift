@@ -58,7 +58,7 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
     var waitingLines: [UInt8] = []
     /// FLOOR_ASYNC's waiting tasks, by task identifier (made on the cooperative threads, resumed on the delegate queue).
     let waiters = NSLock()
-    var waiting: [Int: CheckedContinuation<Bool, Never>] = [:]
+    var waiting: [Int: CheckedContinuation<Int64?, Never>] = [:]
     /// FLOOR_DURABLE's state folder (DIR/.state/, with a slash) and its journal, or `nil`.
     let durable: (state: String, journal: Int32)?
 
@@ -136,7 +136,7 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         let waiter = waiting.removeValue(forKey: task.taskIdentifier)
         waiters.unlock()
         if let waiter {
-            waiter.resume(returning: error == nil)
+            waiter.resume(returning: error == nil ? task.countOfBytesReceived : nil)
             return
         }
         running -= 1
@@ -145,8 +145,8 @@ final class Runner: NSObject, URLSessionDataDelegate, @unchecked Sendable {
         startNext()
     }
 
-    /// FLOOR_ASYNC: one download from a task; returns whether it succeeded.
-    func fetch(_ url: URL, in session: URLSession) async -> Bool {
+    /// FLOOR_ASYNC: one download from a task; returns the bytes it received, or `nil` when it failed.
+    func fetch(_ url: URL, in session: URLSession) async -> Int64? {
         var request = URLRequest(url: url)
         request.setValue("identity", forHTTPHeaderField: "Accept-Encoding")
         return await withCheckedContinuation { continuation in
@@ -192,13 +192,13 @@ actor Book {
                 + #""connections":1}}}\#n"#)
     }
 
-    func ended(_ url: URL, succeeded: Bool) {
+    func ended(_ url: URL, received: Int64?) {
         running[url] = nil
         finished += 1
-        if !succeeded { failures += 1 }
+        if received == nil { failures += 1 }
         guard let product, var receipt = receipts.removeValue(forKey: url) else { return }
         receipt.state = .completed
-        receipt.written = 1024
+        receipt.written = received ?? 0
         receipt.fileURL = URL(fileURLWithPath: product.folder! + receipt.filename)
         product.journal(#"\#(url.absoluteString)\#t{"remove":"\#(url.absoluteString)"}\#n"#)
     }
@@ -214,8 +214,8 @@ actor Book {
             func add(_ url: URL) {
                 group.addTask {
                     await book.started(url)
-                    let succeeded = await runner.fetch(url, in: session)
-                    await book.ended(url, succeeded: succeeded)
+                    let received = await runner.fetch(url, in: session)
+                    await book.ended(url, received: received)
                 }
             }
             for _ in 0..<concurrency { if let url = pending.next() { add(url) } }
