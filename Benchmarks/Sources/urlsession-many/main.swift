@@ -258,7 +258,8 @@ enum Durable {
         let line =
             #"\#(url.absoluteString)\#t{"put":{"url":"\#(url.absoluteString)","state":"downloading","placement":"#
             + #"{"name":"\#(target)","length":\#(info.st_size),"checksum":"md5:\#(md5)"}}}\#n"#
-        let bytes = before + Array(line.utf8)
+        var bytes = before  // one buffer for the waiting lines and this one (empty but in FLOOR_PRODUCT)
+        bytes.append(contentsOf: line.utf8)
         _ = bytes.withUnsafeBytes { write(journal, $0.baseAddress, $0.count) }
         _ = rename?(AT_FDCWD, partial, AT_FDCWD, target, 1 /* RENAME_NOREPLACE */)
     }
@@ -276,9 +277,9 @@ else {
     exit(2)
 }
 let urls = text.split(separator: "\n").compactMap { URL(string: String($0)) }
-let writes = ProcessInfo.processInfo.environment["FLOOR_WRITES"]
-if let writes { try FileManager.default.createDirectory(atPath: writes, withIntermediateDirectories: true) }
 let environment = ProcessInfo.processInfo.environment
+let writes = environment["FLOOR_WRITES"]
+if let writes { try FileManager.default.createDirectory(atPath: writes, withIntermediateDirectories: true) }
 let runner = Runner(
     urls: urls, folder: writes, durable: environment["FLOOR_DURABLE"] == "1",
     product: environment["FLOOR_PRODUCT"] == "1")
@@ -286,7 +287,7 @@ let queue = OperationQueue()
 queue.maxConcurrentOperationCount = 1
 let configuration = URLSessionConfiguration.ephemeral
 configuration.httpMaximumConnectionsPerHost = concurrency
-if ProcessInfo.processInfo.environment["FLOOR_TUNED"] == "1" {
+if environment["FLOOR_TUNED"] == "1" {
     configuration.httpCookieStorage = nil
     configuration.httpShouldSetCookies = false
     configuration.httpCookieAcceptPolicy = .never
@@ -296,7 +297,7 @@ if ProcessInfo.processInfo.environment["FLOOR_TUNED"] == "1" {
 let session = URLSession(configuration: configuration, delegate: runner, delegateQueue: queue)
 runner.session = session
 let start = Date()
-if ProcessInfo.processInfo.environment["FLOOR_ASYNC"] == "1" {
+if environment["FLOOR_ASYNC"] == "1" {
     Task.detached {
         (runner.finished, runner.failures) = await Book.run(
             urls, concurrency: concurrency, runner: runner, session: session)
