@@ -67,27 +67,33 @@ final class TransferTests: Sendable {
 }
 
 extension TransferTests {
-    @Test("A small file fetched in one request saves no state while it runs")
+    @Test("A small file fetched in one request is held in memory while it runs: no state, no partial file")
     func smallFileInOneRequestSavesNoState() async throws {
         let url = server.url("/bytes/smallone?size=500000&stallAfter=100000&stall=60&stallCount=2")
         // The production first request, with a budget judged only after ten minutes (not on a slow machine).
         let budget = FirstRequestBudget(measuring: 600_000_000_000, remaining: 1_000_000_000)
+        let received = Locked<Int64>(0)
         let transfer = Transfer(
             url: url, options: DownloadOptions(), directory: directory, bridge: bridge,
-            configuration: .init(firstRequestBudget: budget))
+            configuration: .init(firstRequestBudget: budget),
+            progress: { written, _ in received.withLock { $0 = max($0, written) } })
         let task = Task { try await transfer.run() }
         #expect(await server.waitUntil { $0.bodyBytesSent >= 100_000 })
         #expect(gets("smallone").map(\.range) == ["bytes=0-8388607"])
-        // The disk queue creates the partial file with the first bytes (a fresh download's, since 644d289): once it
-        // holds all that was sent, any state the response would save has been saved.
+        // The lean path of a fresh download (issue #52) keeps a small file's body in memory and counts it as it
+        // arrives: once all that was sent is counted, neither a state nor a partial file was made for it.
         let deadline = TestTime.deadline(in: .seconds(60))
-        while (fileSize(directory.partialFile(for: url)) ?? 0) < 100_000 && ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(5))  // polling the file with a deadline
+        while received.withLock({ $0 }) < 100_000 && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))  // polling the count with a deadline
         }
-        #expect(fileSize(directory.partialFile(for: url)) == 100_000)
+        #expect(received.withLock { $0 } == 100_000)
+        #expect(fileSize(directory.partialFile(for: url)) == nil)
         #expect(fileSize(directory.stateFile(for: url)) == nil)
         task.cancel()
         _ = await task.result
+        // A cancelled transfer drops what only reached memory: nothing is left behind.
+        #expect(fileSize(directory.partialFile(for: url)) == nil)
+        #expect(fileSize(directory.stateFile(for: url)) == nil)
         // The rule: at most 1 MiB and within one normal window; the short first request does not count.
         #expect(
             ResponseJudge.isSmall(500_000, windowSize: 8 << 20) && ResponseJudge.isSmall(1 << 20, windowSize: 8 << 20))

@@ -109,7 +109,7 @@ extension Transfer {
 
     /// What the digest is compared with: the caller's expectation, else a checksum the server announced in the
     /// algorithm that was hashed.
-    private func target(_ expected: Checksum?, metadata: ResourceMetadata, computed: Checksum) -> Checksum? {
+    func target(_ expected: Checksum?, metadata: ResourceMetadata, computed: Checksum) -> Checksum? {
         expected ?? metadata.announced.first { $0.algorithm == computed.algorithm }
     }
 }

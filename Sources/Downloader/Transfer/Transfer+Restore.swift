@@ -486,12 +486,15 @@ extension Transfer {
     func recordFile(_ pipeline: DiskPipeline, metadata: ResourceMetadata, checksum: Checksum?) {
         guard !metadata.validators.isEmpty else { return }
         let length = pipeline.offset
-        pipeline.withPartialFile { [url] fd in
-            guard let identity = FileIdentity(descriptor: fd) else { return }
-            FileRecord.write(
-                FileRecord(validators: metadata.validators, length: length, checksum: checksum, file: identity),
-                of: url, to: fd)
-        }
+        pipeline.withPartialFile { fd in recordFile(fd, length: length, metadata: metadata, checksum: checksum) }
+    }
+
+    /// `recordFile` through an open descriptor of the partial file, which has `length` bytes.
+    func recordFile(_ fd: Int32, length: Int64, metadata: ResourceMetadata, checksum: Checksum?) {
+        guard !metadata.validators.isEmpty, let identity = FileIdentity(descriptor: fd) else { return }
+        FileRecord.write(
+            FileRecord(validators: metadata.validators, length: length, checksum: checksum, file: identity),
+            of: url, to: fd)
     }
 
     /// Records the verified partial file (`FileRecord`), moves it into the completed area and forgets its saved
@@ -502,6 +505,17 @@ extension Transfer {
     ) throws(DownloadError) -> (file: URL, name: String) {
         recordFile(pipeline, metadata: metadata, checksum: checksum)
         pipeline.closeFile()
+        let placed = try placeVerified(
+            pipeline.files, length: pipeline.offset, metadata: metadata, checksum: checksum, replacing: replacing)
+        pipeline.removeSavedState()
+        return placed
+    }
+
+    /// Moves the verified, recorded and closed partial file of `length` bytes into the completed area (`complete`).
+    /// - Returns: where it went, and its name.
+    func placeVerified(
+        _ files: PartialFiles, length: Int64, metadata: ResourceMetadata, checksum: Checksum?, replacing: URL?
+    ) throws(DownloadError) -> (file: URL, name: String) {
         let target: FilePlacement.Target
         if let replacing, options.destination == nil {
             target = .replace(replacing)
@@ -518,16 +532,13 @@ extension Transfer {
             }
         }
         let suggested = metadata.suggestedFilename
-        let placed = try FilePlacement.place(
-            .partial(pipeline.files), at: target, length: pipeline.offset, checksum: checksum, downloadURL: url,
+        return try FilePlacement.place(
+            .partial(files), at: target, length: length, checksum: checksum, downloadURL: url,
             claims: directory.claims,
             willClaim: { file, name in
                 observer.transferWillPlace(
                     TransferPlacement(
-                        file: file, name: name, length: pipeline.offset, checksum: checksum,
-                        suggestedFilename: suggested))
+                        file: file, name: name, length: length, checksum: checksum, suggestedFilename: suggested))
             })
-        pipeline.removeSavedState()
-        return placed
     }
 }

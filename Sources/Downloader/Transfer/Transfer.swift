@@ -166,18 +166,55 @@ final class Transfer: Sendable {
         try url.validateForDownload()
         let expected = try options.expectation()
         try directory.createAreas()
-        let pipeline = DiskPipeline(
-            url: url, files: PartialFiles(folder: directory.state, url: url, key: partialKey), expectation: expected,
-            hashesByDefault: options.computesChecksum, hashBacklogLimit: configuration.hashBacklogLimit,
-            checksFreeSpace: configuration.checksFreeSpace, allocation: configuration.fileAllocation,
-            copiesChunks: configuration.copiesChunks,
+        let files = PartialFiles(folder: directory.state, url: url, key: partialKey)
+        let hasState = files.hasState
+        // A fresh download (no state, nothing where it would deliver) starts on the lean path: a small file that
+        // arrives whole in its first response is finished without the disk pipeline (`Transfer+FreshFile.swift`);
+        // anything else goes on here from where that request left it (issue #52).
+        var carried: Carried?
+        if let first = freshStart(hasState: hasState, expected: expected) {
+            switch try await fetchFresh(first, files: files, expected: expected) {
+            case .placed(let result): return result
+            case .goOn(let state): carried = state
+            }
+        }
+        return try await runGeneral(files: files, hasState: hasState, expected: expected, carried: carried)
+    }
+
+    /// Where the general path starts when the lean one of a fresh download hands over (`fetchFresh`): its pipeline,
+    /// the machine after the first request, and what it does next.
+    struct Carried: Sendable {
+        let pipeline: DiskPipeline
+        let machine: StateMachine
+        let action: StateMachine.Action
+        let halfway: DiskFence?
+        let computed: Checksum?
+    }
+
+    /// The disk side of this transfer.
+    func makePipeline(_ files: PartialFiles, expected: Checksum?) -> DiskPipeline {
+        DiskPipeline(
+            url: url, files: files, expectation: expected, hashesByDefault: options.computesChecksum,
+            hashBacklogLimit: configuration.hashBacklogLimit, checksFreeSpace: configuration.checksFreeSpace,
+            allocation: configuration.fileAllocation, copiesChunks: configuration.copiesChunks,
             progress: { [observer] written, total in observer.transferProgressed(written: written, total: total) })
+    }
+
+    /// The general path: probe, restore, windows or segments, verification and placement, as the machine decides.
+    /// - Parameters:
+    ///   - files: the download's partial files.
+    ///   - hasState: whether they have a saved state.
+    ///   - expected: the caller's checksum, if any.
+    ///   - carried: where the lean path of a fresh download left it, if it ran.
+    private func runGeneral(
+        files: PartialFiles, hasState: Bool, expected: Checksum?, carried: Carried?
+    ) async throws(DownloadError) -> TransferResult {
+        let pipeline = carried?.pipeline ?? makePipeline(files, expected: expected)
         defer { pipeline.closeFile() }
 
         // A HEAD only when there is a partial file to resume (it tells whether the saved bytes are still the current
         // version before they are re-hashed), or a file this URL delivered earlier (it tells whether that file is
         // still current: then it is the answer). A fresh download learns the same from its first GET.
-        let hasState = pipeline.files.hasState
         var probed = hasState && sendsHEAD
         var probe: Probe?
         var source = 0
@@ -187,7 +224,7 @@ final class Transfer: Sendable {
         // nothing where it would deliver starts without a hop; else it looks for an earlier delivery and, finding none,
         // prepares its partial file in the same hop (issue #52).
         let fresh = !hasState && replacing == nil
-        var prepared = fresh ? startFreshWithoutHop(pipeline) : nil
+        var prepared = carried != nil ? TransferPosition() : fresh ? startFreshWithoutHop(pipeline) : nil
         if fresh, prepared == nil {
             switch try await Blocking.run({ () throws(DownloadError) in try self.prepareFresh(pipeline) }) {
             case .delivered(let recorded) where !sendsHEAD:
@@ -211,13 +248,15 @@ final class Transfer: Sendable {
         }
         let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.compactMap(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
-        var machine = StateMachine(
-            url: url, mirrors: mirrors, source: source, hasExpectation: expected != nil, settings: settings,
-            position: position, connections: requestedConnections, connectionPrimed: probed)
-        var action = StateMachine.Action.proceed
+        var machine =
+            carried?.machine
+            ?? StateMachine(
+                url: url, mirrors: mirrors, source: source, hasExpectation: expected != nil, settings: settings,
+                position: position, connections: requestedConnections, connectionPrimed: probed)
+        var action = carried?.action ?? .proceed
         // Opens when the disk is past the middle of the last window (`nil`: once it has written everything).
-        var halfway: DiskFence?
-        var computed: Checksum?
+        var halfway = carried?.halfway
+        var computed = carried?.computed
         // A cancelled transfer (a suspend, a shutdown, a signal's stop) drops what only reached memory at once: its
         // writes would keep the stop waiting for a slow drive (issue #48).
         let outcome: Result<TransferResult, DownloadError> = await withTaskCancellationHandler {
@@ -380,9 +419,7 @@ extension Transfer {
     func send(
         _ window: StateMachine.Window, pipeline: DiskPipeline, machine: inout StateMachine
     ) async throws(DownloadError) -> (StateMachine.Action, DiskFence?) {
-        let request = makeRequest(
-            to: window.target, range: window.end.map { "bytes=\(window.requestStart)-\($0)" },
-            ifRange: window.end == nil ? nil : window.ifRange)
+        let request = makeRequest(for: window)
         let overlap =
             window.overlap > 0 ? try await lastBytes(pipeline, machine.position, count: window.overlap) : Data()
         if let end = window.end {
@@ -395,14 +432,34 @@ extension Transfer {
                 }
             }
         }
-        let sink = WindowSink(
-            pipeline: pipeline, position: machine.position, start: window.requestStart, end: window.end,
+        let sink = makeWindowSink(window, pipeline: pipeline, position: machine.position, overlap: overlap)
+        let end = await perform(request, sink: sink)
+        return (windowEnded(end, sink: sink, machine: &machine), sink.halfway)
+    }
+
+    /// The request of one window.
+    func makeRequest(for window: StateMachine.Window) -> URLRequest {
+        makeRequest(
+            to: window.target, range: window.end.map { "bytes=\(window.requestStart)-\($0)" },
+            ifRange: window.end == nil ? nil : window.ifRange)
+    }
+
+    /// The sink of one window's GET.
+    func makeWindowSink(
+        _ window: StateMachine.Window, pipeline: DiskPipeline, position: TransferPosition, overlap: Data = Data()
+    ) -> WindowSink {
+        WindowSink(
+            pipeline: pipeline, position: position, start: window.requestStart, end: window.end,
             ranged: window.end != nil, overlap: overlap, checkpointInterval: configuration.windowSize,
             maximumUnwritten: configuration.maximumUnwrittenBytes, behindGrace: configuration.diskBehindGrace,
             grownWindowLimit: window.unwrittenLimit,
             sameVersionOnly: window.sameVersionOnly,
             firstRequestBudget: window.cutWhenSlow ? configuration.firstRequestBudget : nil)
-        let end = await perform(request, sink: sink)
+    }
+
+    /// Tells the machine how a window's request ended, and the user what it decided on the way.
+    /// - Returns: the machine's next action.
+    func windowEnded(_ end: RequestEnd, sink: WindowSink, machine: inout StateMachine) -> StateMachine.Action {
         if case .diskBehind = end {
             note(
                 "the disk fell behind the network: the response ended early (what arrived is kept); the rest comes "
@@ -416,7 +473,7 @@ extension Transfer {
             position: sink.position, respondingURL: sink.respondingURL, isWholeStream: sink.isWholeStream,
             isOtherVersion: sink.isOtherVersion, received: sink.received, peakUnwritten: sink.peakUnwritten,
             hashFellBehind: sink.hashFellBehind)
-        return (machine.requestEnded(end, report: report), sink.halfway)
+        return machine.requestEnded(end, report: report)
     }
 
     /// Ends the transfer early: lets the disk finish, saves a consistent state for the next run (or, when no byte
