@@ -43,7 +43,7 @@ extension TransferTests {
         #expect(record.record.length == Int64(size))
         #expect(record.record.checksum == Checksum(algorithm: .md5, digest: content.md5.bytes)!)
 
-        // Held in memory while it arrives: no partial file; a cancellation leaves nothing.
+        // Held in memory while it arrives: no partial file.
         let received = Locked<Int64>(0)
         let stalled = productionTransfer(
             "/bytes/leanstall?size=\(size)&norange=1&stallAfter=100000&stall=60",
@@ -57,8 +57,8 @@ extension TransferTests {
         #expect(leftovers().isEmpty, "\(leftovers())")
         task.cancel()
         await #expect(throws: DownloadError.cancelled) { try await task.value }
-        // What arrived only reached memory: no partial file. (The saved state says that this server ignores Range,
-        // as the general path saves it: the next attempt asks for the whole file.)
+        // Bytes of a server that ignores Range are worth nothing to a later request: no partial file is kept. (The
+        // saved state says so, as the general path saves it: the next attempt asks for the whole file.)
         #expect(leftovers().filter { $0.hasSuffix(".part") }.isEmpty, "\(leftovers())")
     }
 

@@ -30,10 +30,11 @@ struct RedirectChain: Sendable {
     let originalURL: URL
     /// The most redirects followed.
     let maximum: Int
-    /// The `Cookie` header the caller set, sent again only to the original origin.
-    private let callerCookie: String?
-    /// Each URL visited with the cookies it was asked with (`URL`, a NUL, the `Cookie` value).
-    private var visited: Set<String>
+    /// The first request: its `Cookie` header (the caller's) is sent again only to the original origin.
+    private let firstRequest: URLRequest
+    /// Each URL visited with the cookies it was asked with (`URL`, a NUL, the `Cookie` value); made at the first
+    /// redirect (most requests have none: 6,000 instructions a request; issue #52).
+    private var visited: Set<String> = []
     /// Cookies the chain set.
     private var cookies = CookieList()
 
@@ -44,8 +45,7 @@ struct RedirectChain: Sendable {
     init(request: URLRequest, maximum: Int) {
         originalURL = request.url ?? URL(fileURLWithPath: "/")
         self.maximum = maximum
-        callerCookie = request.value(forHTTPHeaderField: "Cookie")
-        visited = [originalURL.absoluteString + "\u{0}"]
+        firstRequest = request
     }
 
     /// The server answered `response`, a redirect to `request` (URLSession's proposal, with every header).
@@ -68,6 +68,7 @@ struct RedirectChain: Sendable {
         cookies.take(from: response)
         let chainCookies = cookies.header(for: target)
         let visit = target.absoluteString + "\u{0}" + (chainCookies ?? "")
+        if visited.isEmpty { visited.insert(originalURL.absoluteString + "\u{0}") }
         if visited.contains(visit) {
             return .refuse(.tooManyRedirects(originalURL, reason: "redirect loop at \(target.redactedAbsoluteString)"))
         }
@@ -80,7 +81,8 @@ struct RedirectChain: Sendable {
         if !sameOrigin {
             for name in Self.originBoundHeaders { next.setValue(nil, forHTTPHeaderField: name) }
         }
-        let sent = [sameOrigin ? callerCookie : nil, chainCookies].compactMap { $0 }
+        let callerCookie = sameOrigin ? firstRequest.value(forHTTPHeaderField: "Cookie") : nil
+        let sent = [callerCookie, chainCookies].compactMap { $0 }
         next.setValue(sent.isEmpty ? nil : sent.joined(separator: "; "), forHTTPHeaderField: "Cookie")
         return .follow(next)
     }

@@ -121,7 +121,7 @@ extension Transfer {
         }
         return .goOn(
             Carried(
-                pipeline: spill(sink, files: files, expected: expected), machine: machine, action: action,
+                pipeline: await spill(sink, files: files, expected: expected), machine: machine, action: action,
                 halfway: nil, computed: nil))
     }
 
@@ -141,16 +141,19 @@ extension Transfer {
         try? files.saveState(state)
     }
 
-    /// A pipeline that holds what the lean request accepted, as a `WindowSink` would have sent it.
-    private func spill(_ sink: FreshFileSink, files: PartialFiles, expected: Checksum?) -> DiskPipeline {
+    /// A pipeline that holds what the lean request accepted, as a `WindowSink` would have sent it, written and hashed
+    /// before the general path goes on: a stop (a suspend, a signal) then keeps it for the next run like bytes the
+    /// general path wrote as they came, instead of dropping what only reached memory (issue #48's rule for a body
+    /// the disk is behind; here at most 1 MiB, written at once).
+    private func spill(_ sink: FreshFileSink, files: PartialFiles, expected: Checksum?) async -> DiskPipeline {
         let pipeline = freshPipeline(files, expected: expected)
-        // A cancelled transfer drops what only reached memory, as the general path's stop does (issue #48).
-        guard sink.accepted, !Task.isCancelled else { return pipeline }
+        guard sink.accepted else { return pipeline }
         let metadata = sink.position.metadata
         _ = pipeline.send(.startOver(announced: metadata.announced))
         let resumable = metadata.rangesSupported && metadata.validators.ifRange != nil && metadata.totalLength != nil
         _ = pipeline.send(.describe(metadata, checkpointEvery: nil, paced: !sink.isWholeStream || resumable))
         if !sink.body.isEmpty { _ = pipeline.send(.write(sink.body), wake: .now) }
+        await pipeline.drained()
         return pipeline
     }
 

@@ -100,7 +100,9 @@ final class DLStateTests: Sendable {
         let encoded = name.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         let planted = server.url("/bytes/planted?size=2000&filename=\(encoded)")
         let direct = server.url("/bytes/receipts.json?size=1500")
-        let other = server.url("/bytes/other?size=1000&stallAfter=500&stall=300&stallCount=1")
+        // Above the small size (1 MiB): its bytes reach the partial file as they arrive, which the test waits for (a
+        // small file is held in memory until its request ends or stops; issue #52).
+        let other = server.url("/bytes/other?size=2000000&stallAfter=500&stall=300&stallCount=1")
         // A run that is interrupted keeps state; the planted files arrive meanwhile.
         let running = try DLProcess(
             ["--dir", dir.path, "-T", "300", other.absoluteString, planted.absoluteString, direct.absoluteString],
