@@ -235,8 +235,7 @@ extension DownloadManager {
             await runner.runReporting(
                 url: requestURL, options: runOptions, replacing: replacing, retriesMade: retriesMade, report: report,
                 partialKey: partial.key)
-            await report.pumped()
-            while let message = await report.next() {
+            for message in await report.rest() {
                 // What a transfer that produced no file left on disk, read here: no file I/O on the actor.
                 var leftOnDisk: Int64?
                 if case .ended(_, nil) = message { leftOnDisk = partial.partialSize ?? 0 }

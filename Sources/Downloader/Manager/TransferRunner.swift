@@ -185,8 +185,8 @@ struct Backoff: Sendable {
 ///   to the actor in the order told; the end is always last. While the generation runs, a message told is delivered by
 ///   a pump task started for it (`deliverWhileRunning`), which stops when the queue is empty: most small files tell
 ///   nothing before their end, and no task waits for news beside them (an `async let` reader cost 13,000 instructions
-///   and a thread hand-off a file; issue #52). Once the runner returns, the generation's task waits for the pump
-///   (`pumped()`) and reads the rest itself (`next()`), the end last.
+///   and a thread hand-off a file; issue #52). Once the runner returns, the generation's task takes the rest at once
+///   (`rest()`, after the pump when one runs), the end last.
 final class TransferReport: TransferObserver, Sendable {
     /// What the actor is told, in order.
     enum Message: Sendable {
@@ -335,6 +335,24 @@ final class TransferReport: TransferObserver, Sendable {
                 }
                 await deliver(message)
             }
+        }
+    }
+
+    /// After the end was told: the messages no pump delivered, in order, the end last — taken at once when no pump
+    /// runs (most small files), else once it stopped. One hand-over instead of a continuation for `pumped()` and one
+    /// for each `next()` (three task switches a file; issue #52).
+    func rest() async -> [Message] {
+        if let taken = takeUnlessPumping() { return taken }
+        await pumped()
+        return takeUnlessPumping() ?? []
+    }
+
+    /// Every message waiting, unless a pump task is delivering them.
+    private func takeUnlessPumping() -> [Message]? {
+        queue.withLock { queue -> [Message]? in
+            guard !queue.pumping else { return nil }
+            defer { queue.messages = [] }
+            return queue.messages
         }
     }
 
