@@ -85,13 +85,7 @@ extension Transfer {
         resumedBytes: Int64, replacing: URL?
     ) throws(DownloadError) -> TransferResult {
         let metadata = machine.position.metadata
-        let verification: Verification =
-            if let computed {
-                target(expected, metadata: metadata, computed: computed) == nil
-                    ? .computed(computed) : .checksum(computed)
-            } else {
-                metadata.totalLength != nil ? .lengthOnly : .unverified
-            }
+        let verification = verification(computed, expected: expected, metadata: metadata)
         let placed: (file: URL, name: String)
         do {
             placed = try complete(pipeline, metadata: metadata, checksum: computed, replacing: replacing)
@@ -105,6 +99,14 @@ extension Transfer {
             resumedBytes: resumedBytes, receivedBytes: pipeline.receivedThisRun,
             suggestedFilename: metadata.suggestedFilename, peakBufferedBytes: pipeline.peakBufferedBytes,
             peakUnwrittenBytes: machine.peakUnwritten, placedName: placed.name)
+    }
+
+    /// What was checked about a file with digest `computed`: a checksum given or announced, else the digest computed
+    /// alone, else only the announced length, else nothing.
+    func verification(_ computed: Checksum?, expected: Checksum?, metadata: ResourceMetadata) -> Verification {
+        guard let computed else { return metadata.totalLength != nil ? .lengthOnly : .unverified }
+        return target(expected, metadata: metadata, computed: computed) == nil
+            ? .computed(computed) : .checksum(computed)
     }
 
     /// What the digest is compared with: the caller's expectation, else a checksum the server announced in the

@@ -28,16 +28,11 @@ extension Transfer {
     /// where it would deliver (as `startFreshWithoutHop` finds), nothing it replaces, no mirror, no blocks to reserve
     /// and no test hook. `nil` otherwise: the general path runs from the start.
     func freshStart(hasState: Bool, expected: Checksum?) -> (StateMachine, StateMachine.Action)? {
-        guard !hasState, replacing == nil, options.mirrors.isEmpty,
-            configuration.fileAllocation == .none, configuration.beforeRestore.call == nil
+        guard !hasState, replacing == nil, options.mirrors.isEmpty, configuration.fileAllocation == .none,
+            nothingDelivered
         else { return nil }
-        var info = stat()
-        guard lstat(directory.deliveredFilePath(of: url, options: options), &info) != 0, errno == ENOENT else {
-            return nil
-        }
-        let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.compactMap(\.windowSize).min())
         var machine = StateMachine(
-            url: url, hasExpectation: expected != nil, settings: settings,
+            url: url, hasExpectation: expected != nil, settings: machineSettings,
             position: TransferPosition(), connections: requestedConnections, connectionPrimed: false)
         let action =
             Task.isCancelled
@@ -48,8 +43,7 @@ extension Transfer {
     /// A disk pipeline for a fresh download, prepared as `startFreshWithoutHop` prepares it.
     func freshPipeline(_ files: PartialFiles, expected: Checksum?) -> DiskPipeline {
         let pipeline = makePipeline(files, expected: expected)
-        pipeline.shared.withLock { $0.stateMayExist = false }
-        _ = pipeline.send(.startOver(announced: []))
+        startFresh(pipeline)
         return pipeline
     }
 
@@ -72,18 +66,11 @@ extension Transfer {
                     pipeline: freshPipeline(files, expected: expected), machine: machine, action: action, halfway: nil,
                     computed: nil))
         }
-        if let end = window.end {
-            // Under a bandwidth limit, windows are small and wait for their turn, as `send` has them.
-            for limiter in limiters {
-                do {
-                    try await limiter.wait(for: end - window.requestStart + 1)
-                } catch {
-                    return .goOn(
-                        Carried(
-                            pipeline: freshPipeline(files, expected: expected), machine: machine,
-                            action: machine.cancel(), halfway: nil, computed: nil))
-                }
-            }
+        guard await waitForTurn(window) else {
+            return .goOn(
+                Carried(
+                    pipeline: freshPipeline(files, expected: expected), machine: machine, action: machine.cancel(),
+                    halfway: nil, computed: nil))
         }
         let sink = FreshFileSink(
             url: url, window: window, configuration: configuration, observer: observer,
@@ -235,16 +222,10 @@ extension Transfer {
             saveWholeState(files, metadata: metadata, hash: hash, length: length)
             throw error
         }
-        let verification: Verification =
-            if let computed {
-                target(expected, metadata: metadata, computed: computed) == nil
-                    ? .computed(computed) : .checksum(computed)
-            } else {
-                metadata.totalLength != nil ? .lengthOnly : .unverified
-            }
         return .placed(
             TransferResult(
-                fileURL: placed.file, checksum: computed, verification: verification, length: length,
+                fileURL: placed.file, checksum: computed,
+                verification: verification(computed, expected: expected, metadata: metadata), length: length,
                 resumedBytes: 0, receivedBytes: length, suggestedFilename: metadata.suggestedFilename,
                 peakBufferedBytes: length, peakUnwrittenBytes: machine.peakUnwritten, placedName: placed.name))
     }

@@ -422,14 +422,24 @@ extension Transfer {
     /// - Returns: the position to download from (byte 0); `nil` when something is at that path, or a test holds the
     ///   file work (`beforeRestore`): then `prepareFresh` decides, on a `Blocking` thread.
     func startFreshWithoutHop(_ pipeline: DiskPipeline) -> TransferPosition? {
-        guard configuration.beforeRestore.call == nil else { return nil }
-        var info = stat()
-        guard lstat(directory.deliveredFilePath(of: url, options: options), &info) != 0, errno == ENOENT else {
-            return nil
-        }
-        pipeline.shared.withLock { $0.stateMayExist = false }  // as `restore` finding no state
-        pipeline.send(.startOver(announced: []))
+        guard nothingDelivered else { return nil }
+        startFresh(pipeline)
         return TransferPosition()
+    }
+
+    /// Whether nothing at all lies where this URL would deliver its file (one `lstat`) and no test holds the file
+    /// work (`beforeRestore`): a fresh download then starts without a hop.
+    var nothingDelivered: Bool {
+        guard configuration.beforeRestore.call == nil else { return false }
+        var info = stat()
+        return lstat(directory.deliveredFilePath(of: url, options: options), &info) != 0 && errno == ENOENT
+    }
+
+    /// Readies a pipeline for a fresh file as `restore` finding no state would: nothing to delete, the file made with
+    /// the first bytes.
+    func startFresh(_ pipeline: DiskPipeline) {
+        pipeline.shared.withLock { $0.stateMayExist = false }
+        pipeline.send(.startOver(announced: []))
     }
 
     /// The file this URL delivered, if there is one and it still holds the recorded content: the same identity,

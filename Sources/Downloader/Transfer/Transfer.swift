@@ -246,12 +246,11 @@ final class Transfer: Sendable {
                 try self.restore(pipeline, probe: found, hasState: hasState)
             }
         }
-        let settings = StateMachine.Settings(configuration, limitedWindowSize: limiters.compactMap(\.windowSize).min())
         // A HEAD (whatever its answer) left a connection that later requests reuse (`Configuration.firstWindowSize`).
         var machine =
             carried?.machine
             ?? StateMachine(
-                url: url, mirrors: mirrors, source: source, hasExpectation: expected != nil, settings: settings,
+                url: url, mirrors: mirrors, source: source, hasExpectation: expected != nil, settings: machineSettings,
                 position: position, connections: requestedConnections, connectionPrimed: probed)
         var action = carried?.action ?? .proceed
         // Opens when the disk is past the middle of the last window (`nil`: once it has written everything).
@@ -422,19 +421,29 @@ extension Transfer {
         let request = makeRequest(for: window)
         let overlap =
             window.overlap > 0 ? try await lastBytes(pipeline, machine.position, count: window.overlap) : Data()
-        if let end = window.end {
-            // Under a bandwidth limit, windows are small and wait for their turn (see `BandwidthSchedule`).
-            for limiter in limiters {
-                do {
-                    try await limiter.wait(for: end - window.requestStart + 1)
-                } catch {
-                    return (machine.cancel(), nil)
-                }
-            }
-        }
+        guard await waitForTurn(window) else { return (machine.cancel(), nil) }
         let sink = makeWindowSink(window, pipeline: pipeline, position: machine.position, overlap: overlap)
         let end = await perform(request, sink: sink)
         return (windowEnded(end, sink: sink, machine: &machine), sink.halfway)
+    }
+
+    /// The machine's settings: the engine's, its windows within the bandwidth limits.
+    var machineSettings: StateMachine.Settings {
+        StateMachine.Settings(configuration, limitedWindowSize: limiters.compactMap(\.windowSize).min())
+    }
+
+    /// Waits for a window's turn under the bandwidth limits (`BandwidthSchedule`); a window without an end waits not.
+    /// - Returns: `false` when the wait was cancelled.
+    func waitForTurn(_ window: StateMachine.Window) async -> Bool {
+        guard let end = window.end else { return true }
+        for limiter in limiters {
+            do {
+                try await limiter.wait(for: end - window.requestStart + 1)
+            } catch {
+                return false
+            }
+        }
+        return true
     }
 
     /// The request of one window.
