@@ -16,6 +16,16 @@ import Foundation
 /// otherwise (a failure, a cancellation, a cut of the first request) hands its bytes to a new pipeline; a digest
 /// that differs is handled by the machine's rule (fetched once more from byte 0).
 extension Transfer {
+    /// Where the general path starts when the lean one of a fresh download hands over (`fetchFresh`): its pipeline,
+    /// the machine after the first request, and what it does next.
+    struct Carried: Sendable {
+        let pipeline: DiskPipeline
+        let machine: StateMachine
+        let action: StateMachine.Action
+        let halfway: DiskFence?
+        let computed: Checksum?
+    }
+
     /// How the lean path ended.
     enum FreshEnd: Sendable {
         /// The file is in the completed area.

@@ -181,16 +181,6 @@ final class Transfer: Sendable {
         return try await runGeneral(files: files, hasState: hasState, expected: expected, carried: carried)
     }
 
-    /// Where the general path starts when the lean one of a fresh download hands over (`fetchFresh`): its pipeline,
-    /// the machine after the first request, and what it does next.
-    struct Carried: Sendable {
-        let pipeline: DiskPipeline
-        let machine: StateMachine
-        let action: StateMachine.Action
-        let halfway: DiskFence?
-        let computed: Checksum?
-    }
-
     /// The disk side of this transfer.
     func makePipeline(_ files: PartialFiles, expected: Checksum?) -> DiskPipeline {
         DiskPipeline(
