@@ -244,3 +244,101 @@ extension DownloadManagerRestartTests {
         await second.shutdown()
     }
 }
+
+/// A queued download's start (`downloading`) is saved once it has run `startSaveDelay`, or with its next line: a small
+/// file is spared a journal line (issue #52), and nothing a restart reads changes.
+extension DownloadManagerRestartTests {
+    /// A manager with one slot whose start of a queued download is saved after `delay` seconds.
+    func makeManager(startSaveDelay delay: TimeInterval) throws -> DownloadManager {
+        var configuration = DownloadManager.Configuration.forTests(directory: temporary.url, maximumActive: 1)
+        configuration.startSaveDelay = delay
+        return try DownloadManager(configuration: configuration)
+    }
+
+    /// The state of `url`'s latest journal line (`remove` for a removal), or `nil` when it has none.
+    func savedState(of url: URL, in directory: URL? = nil) -> String? {
+        let journal = (directory ?? temporary.url).appendingPathComponent(".downloader/journal")
+        guard let text = try? String(contentsOf: journal, encoding: .utf8),
+            let line = text.split(separator: "\n").last(where: { $0.hasPrefix(url.absoluteString + "\t") })
+        else { return nil }
+        if line.contains("{\"remove\"") { return "remove" }
+        guard let start = line.range(of: "\"state\":\"") else { return nil }
+        return String(line[start.upperBound...].prefix { $0 != "\"" })
+    }
+
+    @Test("A queued download that starts is saved as queued until it has run the delay; a crash then brings it back")
+    func queuedStartSavedLater() async throws {
+        let busy = heldURL("busy-start", after: 1000)
+        let next = server.url("/bytes/next-start?size=3000&gate=next-start&gateSize=2")
+        let manager = try makeManager(startSaveDelay: 3600)
+        await manager.enqueue(busy)
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
+        await manager.enqueue(next)
+        await manager.saveReceiptsNow()
+        #expect(savedState(of: next) == "queued")
+        // The busy download steps aside: the queued one starts, and its response is held at the gate.
+        await manager.suspend(busy)
+        #expect(await server.waitUntil { $0.requests.contains { $0.target.hasPrefix("/bytes/next-start") } })
+        #expect(await manager.receipt(for: next)?.state == .downloading)
+        await manager.saveReceiptsNow()
+        #expect(savedState(of: next) == "queued", "the start was saved at once")
+
+        // A crash now (the state folder as it is, opened by another manager): queued or downloading alike, the
+        // download comes back suspended and interrupted.
+        let copy = try TemporaryDirectory()
+        try FileManager.default.copyItem(
+            at: temporary.url.appendingPathComponent(".downloader"),
+            to: copy.url.appendingPathComponent(".downloader"))
+        let crashed = try DownloadManager(configuration: .forTests(directory: copy.url, maximumActive: 1))
+        let restored = try #require(await crashed.receipt(for: next))
+        #expect(restored.state == .suspended && restored.isInterrupted, "\(restored)")
+        await crashed.shutdown()
+
+        // Its next line says the rest: placed, then completed.
+        server.openGate("next-start")
+        let receipt = try await manager.download(next)
+        #expect(try md5OfFile(receipt.fileURL) == TestContent(name: "next-start", size: 3000).md5)
+        await manager.saveReceiptsNow()
+        #expect(savedState(of: next) == "completed")
+        await manager.remove(busy)
+        await manager.shutdown()
+    }
+
+    @Test("A queued download that runs longer than the delay is saved as downloading")
+    func longStartSaved() async throws {
+        let busy = heldURL("busy-long", after: 1000)
+        let next = heldURL("next-long", after: 1000)
+        let manager = try makeManager(startSaveDelay: 0.2)
+        await manager.enqueue(busy)
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
+        await manager.enqueue(next)
+        await manager.saveReceiptsNow()
+        #expect(savedState(of: next) == "queued")
+        await manager.suspend(busy)
+        // Saved by the manager's own ticker: no call of the test's writes it.
+        let deadline = TestTime.deadline(in: .seconds(30))
+        while savedState(of: next) != "downloading" && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        #expect(savedState(of: next) == "downloading")
+        await manager.shutdown()
+        #expect(savedState(of: next) == "suspended")
+    }
+
+    @Test("A suspended download that is resumed is saved as downloading at once")
+    func resumedStartSavedAtOnce() async throws {
+        let url = server.url("/bytes/resumed-start?size=400000&stallAfter=1000&stall=60&stallCount=2")
+        let manager = try makeManager(startSaveDelay: 3600)
+        await manager.enqueue(url)
+        #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
+        await manager.suspend(url)
+        await manager.saveReceiptsNow()
+        #expect(savedState(of: url) == "suspended")
+        // A crash within the delay must not leave it looking paused by its caller (it would not continue).
+        await manager.resume(url)
+        #expect(await server.waitUntil { $0.stallsBegun >= 2 })
+        await manager.saveReceiptsNow()
+        #expect(savedState(of: url) == "downloading")
+        await manager.shutdown()
+    }
+}

@@ -173,6 +173,7 @@ struct ReceiptJournalTests {
         #expect(largest < 300 * 1024 + 2 * 10 * one, "compacted: never far above 256 KiB for 10 receipts")
         let (_, entries, problem) = try ReceiptJournal.open(folder)
         #expect(entries.count == 10 && problem == nil)
+        #expect(entries.map(\.url) == urls, "compaction keeps the order in which downloads first appeared")
         // The last change of receipt i was in round 4990 + i: even rounds wrote downloading, odd ones suspended.
         #expect(
             entries.allSatisfy { $0.state == (Int($0.url.lastPathComponent)! % 2 == 0 ? .downloading : .suspended) })

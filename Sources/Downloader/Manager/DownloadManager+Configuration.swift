@@ -83,6 +83,10 @@ extension DownloadManager {
         /// 157–171 MB; with a budget of 64 MiB they peak at about 80 MB (BENCHMARKS.md). Default `nil`: no budget
         /// (each download is bounded by its windows alone).
         public var memoryBudget: Int?
+        /// How long a queued download runs before its start (the `downloading` state) is saved, in seconds
+        /// (`DownloadManager.savesStartLater`): a download that ends sooner is saved only by its later lines.
+        /// Package: tests choose it.
+        package var startSaveDelay: TimeInterval = 1
         /// Bytes of a fresh download's first request, which opens a connection (see
         /// `Transfer.Configuration.firstWindowSize`). Internal: tests that choose their windows choose this too.
         package var firstWindowSize = Int(Transfer.Configuration().firstWindowSize)

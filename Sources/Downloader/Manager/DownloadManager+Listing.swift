@@ -16,7 +16,8 @@ extension DownloadManager {
         /// The download's URL (as requested; credentials are never saved).
         public let url: URL
         /// The saved state; a download saved as queued or downloading whose folder no manager holds any more (its
-        /// process was killed) is `.suspended`, as the next manager will find it.
+        /// process was killed) is `.suspended`, as the next manager will find it. A queued download in its first
+        /// second of downloading is still saved as queued.
         public let state: DownloadState
         /// The file's name: where it went, else the name it will get (the server's or the URL's).
         public let name: String

@@ -59,6 +59,9 @@ public actor DownloadManager {
         var meter = SpeedMeter()
         /// Ticks in a row in which no byte arrived.
         var idleTicks = 0
+        /// When the put-off save of a queued download's start is due (`savesStartLater`), in nanoseconds of
+        /// `DispatchTime`; `nil` when none is put off.
+        var startSaveDue: UInt64?
     }
 
     /// Where the answer to a waiter of the machine (`StateMachine.Waiter`, by its id) goes when its download ends.
@@ -544,6 +547,7 @@ extension DownloadManager {
             ticker = nil
             return false
         }
+        saveDueStarts(now: DispatchTime.now().uptimeNanoseconds)
         for (url, var transfer) in transfers where machine.isRunning(url, generation: transfer.generation) {
             let counts = transfer.report.current
             let (written, total) = (counts.written, counts.total)

@@ -9,7 +9,7 @@ import Foundation
 #endif
 
 /// `dl --list`: what DIR's state records, read without the lock (a download another `dl` runs shows as
-/// downloading) and without changing anything.
+/// downloading once it has run a second) and without changing anything.
 /// - Returns: 0.
 func list(_ state: URL, directory: URL) -> Int32 {
     let (downloads, _) = DownloadManager.savedDownloads(in: state)
