@@ -62,21 +62,32 @@ final class DownloadManagerBatchTests: Sendable {
         await manager.shutdown()
     }
 
-    @Test("A batch's finished download is removed from the journal with one line, after its placement line")
-    func batchWritesOneRemoval() async throws {
+    @Test("A batch's finished download leaves the journal with its placement line, which forgets it: no removal line")
+    func batchPlacementForgets() async throws {
         let manager = try makeManager()
         let list = requests("r", count: 12)
-        for await outcome in manager.download(list) { _ = try outcome.result.get() }
+        var files: [URL: URL] = [:]
+        for await outcome in manager.download(list) { files[outcome.request.url] = try outcome.result.get().fileURL }
         await manager.shutdown()  // every pending save written
         let journal = try String(
             contentsOf: workspace.directory.appendingPathComponent(".downloader/journal"), encoding: .utf8)
         for request in list {
             let lines = journal.split(separator: "\n").filter { $0.hasPrefix(request.url.absoluteString + "\t") }
-            let removals = lines.indices.filter { lines[$0].contains("{\"remove\"") }
-            #expect(removals.count == 1, "\(lines)")
-            // Nothing of the download after its removal: a restart must not bring it back.
-            #expect(removals.last == lines.indices.last, "\(lines)")
+            #expect(!lines.contains { $0.contains("{\"remove\"") }, "\(lines)")
+            // The last line is the placement, and it says the download is forgotten once placed.
+            let last = try #require(lines.last)
+            #expect(last.contains("\"placement\"") && last.contains("\"forgetsWhenPlaced\":true"), "\(lines)")
         }
+        // A restart does not bring them back, and deletes none of their files; one the user deleted meanwhile stays
+        // forgotten too (it is not fetched again).
+        try FileManager.default.removeItem(at: try #require(files[list[0].url]))
+        let again = try makeManager()
+        #expect(await again.allReceipts.isEmpty)
+        for (index, request) in list.enumerated().dropFirst() {
+            let file = try #require(files[request.url])
+            #expect(try md5OfFile(file) == TestContent(name: "r\(index)", size: 1000 + index).md5)
+        }
+        await again.shutdown()
     }
 
     @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)  // the asynchronous batch API

@@ -243,6 +243,33 @@ extension DownloadManagerRestartTests {
         #expect(restored.state == .completed && restored.fileURL == completed.fileURL, "\(restored)")
         await second.shutdown()
     }
+
+    @Test("A batch's placement cut short by a crash before the move keeps the verified file: the download comes back")
+    func forgettingPlacementCutShort() async throws {
+        let url = server.url("/bytes/batch-cut?size=3000")
+        let content = TestContent(name: "batch-cut", size: 3000)
+        // What a kill -9 between the placement line and the move leaves: the verified partial file, and the line.
+        let state = StateFolder(url: temporary.url.appendingPathComponent(".downloader"))
+        let journal = try ReceiptJournal.open(state).journal
+        let partial = PartialFiles(folder: state, url: url)
+        try FileManager.default.createDirectory(
+            at: partial.partialURL.deletingLastPathComponent(), withIntermediateDirectories: true)
+        try content.data.write(to: partial.partialURL)
+        journal.appendNow([
+            .put(
+                JournalEntry(
+                    placing: url, options: DownloadOptions(), name: "batch-cut", length: 3000,
+                    checksum: Checksum(algorithm: .md5, digest: content.md5.bytes), suggested: nil,
+                    forgetsWhenPlaced: true))
+        ])
+        journal.close()
+        let manager = try makeManager()
+        let restored = try #require(await manager.receipt(for: url), "the unmoved file's download was forgotten")
+        #expect(restored.state == .suspended && restored.isInterrupted && restored.totalBytesWritten == 3000)
+        let receipt = try await manager.download(url)
+        #expect(try md5OfFile(receipt.fileURL) == content.md5)
+        await manager.shutdown()
+    }
 }
 
 /// A queued download's start (`downloading`) is saved once it has run `startSaveDelay`, or with its next line: a small

@@ -29,7 +29,7 @@ struct DownloadManagerStateMachineBatchTests {
         #expect(ended.contains(.succeed([1], "a")))
         let forgets = machine.forgetAnsweredDownloads()
         #expect(forgets.first == .releaseCompletedFile("a", file: file.url), "the file is released, never deleted")
-        #expect(forgets.contains(.forget("a")))
+        #expect(forgets.contains(.forget("a", keepsPlacedFile: true)))
         #expect(!forgets.contains { if case .discardFiles(_, _, .some) = $0 { true } else { false } })
         #expect(machine.state(of: "a") == nil)
         #expect(machine.forgetAnsweredDownloads().isEmpty, "once")

@@ -123,7 +123,19 @@ struct DownloadManagerStateMachineFuzzTests {
                 model.released += 1
             case .verify(let key, let expectation):
                 model.verifications.append((key, expectation))
-            case .forget(let key):
+            case .forget(let key, let keepsPlacedFile):
+                // A forgetting that keeps the placed file (the journal's placement line may stand for the removal)
+                // releases that file and deletes nothing.
+                if keepsPlacedFile {
+                    let released = actions.contains {
+                        if case .releaseCompletedFile(key, _?) = $0 { true } else { false }
+                    }
+                    let discards = actions.contains { if case .discardFiles(key, _, _) = $0 { true } else { false } }
+                    let cancels = actions.contains { if case .cancel(key, _) = $0 { true } else { false } }
+                    #expect(
+                        released && !discards && !cancels && model.running[key] == nil,
+                        "kept a placed file it does not keep: \(context) → \(actions)")
+                }
                 model.published[key] = nil
                 model.queue[key] = nil
             case .shutDownCompleted:

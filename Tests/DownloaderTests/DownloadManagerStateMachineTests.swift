@@ -191,7 +191,9 @@ struct DownloadManagerStateMachineTests {
         machine.restore("kept", state: .completed, checksum: nil)
         // Its partial file became the completed file: nothing to delete (issue #52; a crash's leftovers are swept
         // when a manager opens the folder).
-        #expect(machine.remove("kept", keepingCompletedFile: true) == [.releaseCompletedFile("kept"), .forget("kept")])
+        #expect(
+            machine.remove("kept", keepingCompletedFile: true)
+                == [.releaseCompletedFile("kept"), .forget("kept", keepsPlacedFile: true)])
         // A completed download removed with its file: the file is deleted.
         machine.restore(
             "gone", state: .completed, checksum: nil,

@@ -42,6 +42,83 @@ struct ReceiptJournalTests {
         #expect(try ReceiptJournal.open(folder).entries.first?.placement == nil, "completed superseded it")
     }
 
+    /// The placement line of a batch's download, which forgets it once placed.
+    let placingForgotten = JournalEntry(
+        placing: Self.url, options: DownloadOptions(), name: "file", length: 10, checksum: nil, suggested: nil,
+        forgetsWhenPlaced: true)
+
+    /// The journal's lines, as text.
+    func lines(_ folder: StateFolder) -> [Substring] {
+        let text = folder.read(ReceiptJournal.name, in: .state).map { String(decoding: $0, as: UTF8.self) } ?? ""
+        return text.split(separator: "\n")
+    }
+
+    @Test("A placement that forgets its download stands for the removal that keeps the placed file, and only for it")
+    func forgettingPlacementStandsForRemoval() throws {
+        let (directory, folder) = try makeStateFolder()
+        defer { directory.remove() }
+        let journal = try ReceiptJournal.open(folder).journal
+        journal.appendNow([.put(placingForgotten)])
+        journal.noteRemoval(Self.url, keepsPlacedFile: true)
+        journal.flush()
+        #expect(lines(folder).count == 1, "no removal line: \(lines(folder))")
+
+        // Asked again, placed again, then removed with its files (not kept): the removal is written.
+        journal.appendNow([.put(entry(.queued)), .put(placingForgotten)])
+        journal.noteRemoval(Self.url)
+        journal.flush()
+        #expect(lines(folder).last?.contains("{\"remove\"") == true, "\(lines(folder))")
+
+        // A later line of the manager's (its record lags behind the transfer) carries the placement and its forgetting:
+        // it stands for the removal in turn.
+        journal.appendNow([.put(placingForgotten)])
+        journal.append([.put(entry(.downloading))])
+        journal.noteRemoval(Self.url, keepsPlacedFile: true)
+        journal.flush()
+        let carried = lines(folder)
+        #expect(carried.last?.contains("\"state\":\"downloading\"") == true, "\(carried)")
+        #expect(carried.last?.contains("\"forgetsWhenPlaced\":true") == true, "\(carried)")
+
+        // A completed line (someone else still wanted the download) supersedes the placement: the removal is written.
+        journal.appendNow([.put(placingForgotten)])
+        journal.append([.put(entry(.completed))])
+        journal.noteRemoval(Self.url, keepsPlacedFile: true)
+        journal.close()
+        #expect(lines(folder).last?.contains("{\"remove\"") == true, "\(lines(folder))")
+        #expect(try ReceiptJournal.open(folder).entries.isEmpty)
+    }
+
+    @Test("Placements that stand for removals are dropped by compaction: the file stays proportional to the receipts")
+    func forgettingPlacementsCompact() throws {
+        let (directory, folder) = try makeStateFolder()
+        defer { directory.remove() }
+        let file = folder.url(of: ReceiptJournal.name, in: .state)
+        let journal = try ReceiptJournal.open(folder).journal
+        let kept = URL(string: "http://127.0.0.1:1/kept")!
+        journal.appendNow([.put(entry(.suspended, kept))])
+        var largest: Int64 = 0
+        for index in 0..<5_000 {
+            let url = URL(string: "http://127.0.0.1:1/batch/\(index)")!
+            journal.append([.put(entry(.queued, url))])
+            journal.appendNow([
+                .put(
+                    JournalEntry(
+                        placing: url, options: DownloadOptions(), name: "\(index)", length: 10, checksum: nil,
+                        suggested: nil, forgetsWhenPlaced: true))
+            ])
+            journal.noteRemoval(url, keepsPlacedFile: true)
+            if index % 500 == 0 { largest = max(largest, fileSize(file) ?? 0) }
+        }
+        journal.close()
+        #expect(largest < 600 * 1024, "compacted: \(largest) bytes")
+        let entries = try ReceiptJournal.open(folder).entries
+        // What follows the last compaction is read back (recovery forgets those whose files were placed); the
+        // download that is not a batch's stays, first.
+        #expect(entries.first?.url == kept)
+        #expect(entries.dropFirst().allSatisfy { $0.forgetsWhenPlaced == true && $0.placement != nil })
+        #expect(entries.count < 2_500)
+    }
+
     @Test("A noted removal is written after the lines handed over before it and before those handed over after it")
     func notedRemovalKeepsItsPlace() throws {
         let (directory, folder) = try makeStateFolder()

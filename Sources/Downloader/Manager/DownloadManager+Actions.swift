@@ -69,9 +69,9 @@ extension DownloadManager {
                 discardFiles(key, [generation == nil ? nil : produced?.fileURL, completedFile].compactMap { $0 })
             case .releaseCompletedFile(let key, let file):
                 // A removal that keeps the file forgets the record next: only the claim is given up.
-                let forgotten = actions.contains { if case .forget(key) = $0 { true } else { false } }
+                let forgotten = actions.contains { if case .forget(key, _) = $0 { true } else { false } }
                 releaseCompletedFile(key, file, keepsRecord: !forgotten)
-            case .forget(let key):
+            case .forget(let key, let keepsPlacedFile):
                 book[key] = nil
                 credentialedURLs[key] = nil
                 endProgress(key)
@@ -79,7 +79,7 @@ extension DownloadManager {
                 // The removal is noted now (no hop: the journal writes it before any line handed over later, so a
                 // download asked for again does not inherit the removed one's pending placement) and written with
                 // the next save. A save still pending for it would only write the removal again (issue #52): dropped.
-                journal?.noteRemoval(key.url)
+                journal?.noteRemoval(key.url, keepsPlacedFile: keepsPlacedFile)
                 unsavedURLs.remove(key)
                 scheduleSave()
             case .wake(let key, let delay):
@@ -255,7 +255,8 @@ extension DownloadManager {
         let report = TransferReport(
             written: written, total: total,
             placement: .init(
-                journal: journal, url: key.url, options: recordOptions, expectations: machine.expectations(of: key)))
+                journal: journal, url: key.url, options: recordOptions, expectations: machine.expectations(of: key),
+                forgetsWhenPlaced: machine.isForgottenOnceCompleted(key)))
         let (runOptions, retriesMade) = (options, start.retriesMade)
         let partial = PartialFiles(folder: directory.state, url: key.url, key: identifier)
         let task = Task.detached { [weak self] in

@@ -51,6 +51,13 @@ extension DownloadManager {
         var downloads: [SavedDownload] = []
         for line in ReceiptJournal.Lines(data).entries(in: data).entries {
             let entry = line.entry
+            // A batch's download at its placement is finished and forgotten once placed (no removal line follows):
+            // left out, unless a crash left its verified partial file unmoved (the next manager shows it suspended).
+            if entry.placement != nil, entry.forgetsWhenPlaced == true,
+                inUse || FileManager.default.sizeOfItem(at: layout.partialFile(for: entry.url)) == nil
+            {
+                continue
+            }
             var state = entry.state
             if !inUse && (state == .queued || state == .downloading) { state = .suspended }
             let name =

@@ -57,6 +57,12 @@ extension DownloadManager {
         var order: [URL] = []
         var byURL: [URL: ReceiptRecord] = [:]
         for entry in entries {  // the journal's entry wins over the old file's
+            if isPlacedAndForgotten(entry, in: directory) {
+                // A batch's download whose file was placed: forgotten, as its manager would have done next.
+                if byURL.removeValue(forKey: entry.url) != nil { order.removeAll { $0 == entry.url } }
+                journal.noteRemoval(entry.url, keepsPlacedFile: true)
+                continue
+            }
             switch record(from: entry, in: directory) {
             case .success(let record):
                 if byURL.updateValue(record, forKey: entry.url) == nil { order.append(entry.url) }
@@ -215,6 +221,26 @@ extension DownloadManager {
             record.receipt.totalBytesExpectedToWrite = replaced.length
         }
         return .success(record)
+    }
+
+    /// Whether `entry` is a placement line that forgets its download once placed (`JournalEntry.forgetsWhenPlaced`)
+    /// and the verified partial file is gone: moved to its name (whatever became of the file since: a user may have
+    /// deleted it, and a forgotten download stays forgotten), or a second name of the placed file (the move cut
+    /// between `link` and `unlink`), removed now. Nothing is hashed. A move that did not happen leaves the verified
+    /// partial file, which `record(from:in:)` finds as usual (the download comes back suspended, its file kept).
+    private static func isPlacedAndForgotten(_ entry: JournalEntry, in directory: DownloadDirectory) -> Bool {
+        guard entry.forgetsWhenPlaced == true, let placement = entry.placement, placement != entry.replaced else {
+            return false
+        }
+        let partial = PartialFiles(folder: directory.state, url: entry.url)
+        guard let partialInfo = partial.folder.status(partial.partialName, in: .partial) else { return true }
+        var targetInfo = stat()
+        guard let target = directory.completedFile(named: placement.name, destination: entry.options.destination),
+            lstat(target.path, &targetInfo) == 0, partialInfo.st_ino == targetInfo.st_ino,
+            partialInfo.st_dev == targetInfo.st_dev
+        else { return false }
+        partial.removePartial()
+        return true
     }
 
     /// Whether `file` is a regular file (not a link to one) of `length` bytes, with `checksum` when one is given.

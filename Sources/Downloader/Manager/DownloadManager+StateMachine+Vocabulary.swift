@@ -140,8 +140,9 @@ extension DownloadManager.StateMachine {
         /// where it is, the user's, and nothing deletes it. Where the completed file is (and whether there is one) is
         /// the machine's to know (`completedFile(of:)`); the action names it, when there is one.
         case releaseCompletedFile(Key, file: URL? = nil)
-        /// The download is gone: drop its receipt.
-        case forget(Key)
+        /// The download is gone: drop its receipt. With `keepsPlacedFile`, its completed file stays where it was placed
+        /// (a batch forgets what it delivered): the placement's journal line may stand for the removal.
+        case forget(Key, keepsPlacedFile: Bool = false)
         /// Shutdown asked and every transfer has ended.
         case shutDownCompleted
         /// Call `retryDue(key)` after this many seconds: the download waits out a `Retry-After` without a slot.

@@ -83,6 +83,13 @@ extension DownloadManager {
             entries[key]?.phase == .running(generation)
         }
 
+        /// Whether a batch's waiter waits for `key`: once it is told the download completed, the download is forgotten
+        /// (`forgetAnsweredDownloads()`), unless someone asks for it meanwhile.
+        func isForgottenOnceCompleted(_ key: Key) -> Bool {
+            guard !forgettingWaiters.isEmpty, let entry = entries[key] else { return false }
+            return entry.waiters.contains { forgettingWaiters.contains($0.id) }
+        }
+
         /// Whether `key` is suspended because its process stopped (a shutdown, a crash) rather than by `suspend`.
         func isInterrupted(_ key: Key) -> Bool {
             entries[key]?.isInterrupted ?? false
@@ -368,9 +375,13 @@ extension DownloadManager {
                 return []
             }
             let everyone = entry.waiters.map(\.id) + entry.verifying.flatMap(\.waiters)
+            var keepsPlacedFile = false
+            if case .completed = entry.phase, keepingCompletedFile, !entry.replacesCompletedFile {
+                keepsPlacedFile = true
+            }
             var actions: [Action] = keepingCompletedFile ? [entry.releaseCompletedFile(key)] : []
             if !everyone.isEmpty { actions.append(.fail(everyone, key, .removed)) }
-            actions.append(.forget(key))
+            actions.append(.forget(key, keepsPlacedFile: keepsPlacedFile))
             switch entry.phase {
             case .running(let generation), .stopping(let generation, _):
                 if case .running = entry.phase { actions.append(.cancel(key, generation)) }

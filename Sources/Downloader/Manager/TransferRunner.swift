@@ -217,6 +217,9 @@ final class TransferReport: TransferObserver, Sendable {
         let url: URL
         let options: DownloadOptions
         let expectations: KeptExpectations
+        /// A batch forgets the download once it is told it completed: the placement line says so, and no removal line
+        /// follows (`JournalEntry.forgetsWhenPlaced`).
+        var forgetsWhenPlaced = false
     }
 
     private struct Queue {
@@ -271,7 +274,7 @@ final class TransferReport: TransferObserver, Sendable {
         let entry = JournalEntry(
             placing: placement.url, options: placement.options, expectations: placement.expectations,
             name: file.name, length: file.length, checksum: file.checksum,
-            suggested: file.suggestedFilename)
+            suggested: file.suggestedFilename, forgetsWhenPlaced: placement.forgetsWhenPlaced)
         placement.journal?.appendNow([.put(entry)])
     }
 

@@ -69,6 +69,10 @@ struct JournalEntry: Codable, Sendable, Equatable {
     /// Suspended because its process stopped (a shutdown) rather than by a caller; written only when `true`. An entry
     /// left `.queued` or `.downloading` (a crash, `kill -9`) is interrupted as well.
     var interrupted: Bool?
+    /// With a placement: the download is forgotten once its file is placed (a batch's, `DownloadManager.download(_:
+    /// maximumInFlight:)`), so no removal line follows it; recovery forgets a download whose last line this is once
+    /// its verified partial file is gone (moved). Written only when `true`; carried with the placement.
+    var forgetsWhenPlaced: Bool?
 
     /// The expected checksums the download keeps.
     var expectations: KeptExpectations {
@@ -99,7 +103,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
     /// The entry written just before a verified file is moved to `name`.
     init(
         placing url: URL, options: DownloadOptions, expectations: KeptExpectations? = nil, name: String, length: Int64,
-        checksum: Checksum?, suggested: String?
+        checksum: Checksum?, suggested: String?, forgetsWhenPlaced: Bool = false
     ) {
         self.url = url
         self.options = options
@@ -107,6 +111,7 @@ struct JournalEntry: Codable, Sendable, Equatable {
         totalBytesExpected = length
         suggestedFilename = suggested
         placement = Placement(name: name, length: length, checksum: checksum)
+        if forgetsWhenPlaced { self.forgetsWhenPlaced = true }
         keep(expectations)
     }
 

@@ -85,6 +85,10 @@ extension JournalEntry {
             out.key("placement")
             placement.write(to: &out)
         }
+        if forgetsWhenPlaced == true {
+            out.key("forgetsWhenPlaced")
+            out.boolean(true)
+        }
         if let replaced {
             out.key("replaced")
             replaced.write(to: &out)

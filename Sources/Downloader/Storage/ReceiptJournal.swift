@@ -18,7 +18,9 @@ import Foundation
 ///
 /// A placement line (a verified file about to move) sticks to its download: a later line that is not `completed` (the
 /// manager's record may lag behind the transfer) is written with the placement, until a completed line or a removal
-/// supersedes it, so recovery always knows where a verified file may have gone.
+/// supersedes it, so recovery always knows where a verified file may have gone. A placement line that says the download
+/// is forgotten once placed (`JournalEntry.forgetsWhenPlaced`, a batch's) stands for its removal: when it is the
+/// download's last line, the removal writes nothing and only drops the line from the live ones.
 ///
 /// A write that fails (a full disk) is undone (the file is cut back to its last whole line), reported through
 /// `lastSaveError` and the `onSaveError` handler, and retried with the next change and every second until it
@@ -37,7 +39,7 @@ final class ReceiptJournal: @unchecked Sendable {
     private let queue = DispatchQueue(label: "Downloader.ReceiptJournal")
     private let onSaveError: @Sendable (DownloadError?) -> Void
     /// Removals noted without a hop onto the queue (`noteRemoval`), numbered in the order noted, and the next number.
-    private let noted = Locked<(next: Int, removals: [(number: Int, url: URL)])>((0, []))
+    private let noted = Locked<(next: Int, removals: [(number: Int, url: URL, keepsPlacedFile: Bool)])>((0, []))
 
     // Queue-confined.
     private var fd: Int32 = -1
@@ -49,8 +51,11 @@ final class ReceiptJournal: @unchecked Sendable {
     /// The place the next download that appears takes.
     private var nextPlace = 0
     private var liveBytes = 0
-    /// Placements of verified files written and not yet superseded by a completed line or a removal.
-    private var placements: [String: JournalEntry.Placement] = [:]
+    /// Placements of verified files written and not yet superseded by a completed line or a removal, and whether each
+    /// forgets its download once placed (carried with it).
+    private var placements: [String: (placement: JournalEntry.Placement, forgets: Bool)] = [:]
+    /// Downloads whose last line is a placement that forgets them once placed (`JournalEntry.forgetsWhenPlaced`).
+    private var forgettingPlacements: Set<String> = []
     /// Lines not written yet, in order; a download's newer line replaces its older one in place.
     private var unsaved: [(key: String, line: [UInt8], isRemoval: Bool)?] = []
     private var unsavedPosition: [String: Int] = [:]
@@ -89,7 +94,12 @@ final class ReceiptJournal: @unchecked Sendable {
             journal.nextPlace += 1
             entries.append(line.entry)
             journal.liveBytes += line.range.count
-            if let placement = line.entry.placement { journal.placements[line.key] = placement }
+            if let placement = line.entry.placement {
+                journal.placements[line.key] = (placement, line.entry.forgetsWhenPlaced == true)
+            }
+            if line.entry.placement != nil && line.entry.forgetsWhenPlaced == true {
+                journal.forgettingPlacements.insert(line.key)
+            }
         }
         let skipped = lines.keyless + undecodable.count
         let wholeBytes = lines.wholeBytes
@@ -119,9 +129,13 @@ final class ReceiptJournal: @unchecked Sendable {
     /// this call (so a download asked for again does not inherit the removed one's pending placement), with the next
     /// `append`, `appendNow`, `flush` or `close` (the manager's next save: within 10 ms). One thread wake-up and one
     /// `write(2)` a file fewer for a list that forgets each download it finishes (issue #52).
-    func noteRemoval(_ url: URL) {
+    /// - Parameters:
+    ///   - url: the download.
+    ///   - keepsPlacedFile: its completed file stays where it was placed: when its last line is a placement that
+    ///     forgets it once placed (`JournalEntry.forgetsWhenPlaced`), that line stands for the removal.
+    func noteRemoval(_ url: URL, keepsPlacedFile: Bool = false) {
         noted.withLock { noted in
-            noted.removals.append((noted.next, url))
+            noted.removals.append((noted.next, url, keepsPlacedFile))
             noted.next += 1
         }
     }
@@ -197,20 +211,21 @@ final class ReceiptJournal: @unchecked Sendable {
     ///   - count: the removals noted before these lines were handed over (`noteRemoval`): those go first.
     private func write(_ lines: [JournalLine], after count: Int) {
         guard !isClosed else { return }
-        let removals = noted.withLock { noted -> [URL] in
+        let removals = noted.withLock { noted -> [(url: URL, keepsPlacedFile: Bool)] in
             let due = noted.removals.prefix { $0.number < count }
             noted.removals.removeFirst(due.count)
-            return due.map(\.url)
+            return due.map { ($0.url, $0.keepsPlacedFile) }
         }
         // The lines are read where they are: a copy of a put into a new array retains every reference its entry holds
         // (issue #52).
-        for url in removals { add(.remove(url)) }
+        for removal in removals { add(.remove(removal.url), keepsPlacedFile: removal.keepsPlacedFile) }
         for line in lines { add(line) }
         writeUnsaved()
     }
 
     /// Adds a line to the unsaved ones, replacing its download's older unsaved line.
-    private func add(_ line: JournalLine) {
+    /// - Parameter keepsPlacedFile: for a removal, the download's completed file stays where it was placed.
+    private func add(_ line: JournalLine, keepsPlacedFile: Bool = false) {
         let key: String
         let data: [UInt8]
         var isRemoval = false
@@ -218,36 +233,52 @@ final class ReceiptJournal: @unchecked Sendable {
         case .remove(let url):
             key = url.absoluteString
             placements.removeValue(forKey: key)
+            // Its last line, written, forgets it once placed: that line stands for the removal (one line a file of a
+            // batch fewer; issue #52). It is no longer live: compaction drops it.
+            if forgettingPlacements.remove(key) != nil, keepsPlacedFile, unsavedPosition[key] == nil {
+                liveBytes -= index.removeValue(forKey: key)?.range.count ?? 0
+                return
+            }
             data = line.journalLine(key: key)
             isRemoval = true
         case .put(let entry):
             key = entry.url.absoluteString
-            data =
-                carryingPlacement(entry, key: key).map { JournalLine.put($0).journalLine(key: key) }
-                ?? line.journalLine(key: key)
+            var forgets = entry.placement != nil && entry.forgetsWhenPlaced == true
+            if let carried = carryingPlacement(entry, key: key) {
+                data = JournalLine.put(carried).journalLine(key: key)
+                forgets = carried.forgetsWhenPlaced == true
+            } else {
+                data = line.journalLine(key: key)
+            }
+            if forgets {
+                forgettingPlacements.insert(key)
+            } else if !forgettingPlacements.isEmpty {
+                forgettingPlacements.remove(key)
+            }
         }
         // One hash of the key a dictionary, not two (each hashes the whole URL; issue #52).
         if let position = unsavedPosition.updateValue(unsaved.count, forKey: key) { unsaved[position] = nil }
         unsaved.append((key, data, isRemoval))
     }
 
-    /// Applies the placement rule: a line carries the pending placement of its download until one supersedes it — a
-    /// completed line, or a line whose `replaced` file is the placed one (the move is done, and a newer version is
-    /// downloading already).
+    /// Applies the placement rule: a line carries the pending placement of its download (and whether it forgets the
+    /// download once placed) until one supersedes it — a completed line, or a line whose `replaced` file is the placed
+    /// one (the move is done, and a newer version is downloading already).
     /// - Returns: the entry with the pending placement when it must carry it; `nil` when it is written as it is.
     private func carryingPlacement(_ entry: JournalEntry, key: String) -> JournalEntry? {
         if let placement = entry.placement {
-            placements[key] = placement
+            placements[key] = (placement, entry.forgetsWhenPlaced == true)
             return nil
         }
         // Most lines have no placement pending: one look-up decides.
         guard let pending = placements[key] else { return nil }
-        if entry.state == .completed || (entry.replaced != nil && entry.replaced == pending) {
+        if entry.state == .completed || (entry.replaced != nil && entry.replaced == pending.placement) {
             placements.removeValue(forKey: key)
             return nil
         }
         var carried = entry
-        carried.placement = pending
+        carried.placement = pending.placement
+        if pending.forgets { carried.forgetsWhenPlaced = true }
         return carried
     }
 
