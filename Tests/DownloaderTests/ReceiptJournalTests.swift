@@ -307,6 +307,7 @@ struct JournalLineTests {
             }
             if Bool.random(using: &random) { entry.interrupted = true }
             if Bool.random(using: &random) { entry.credentialsNotSaved = true }
+            if entry.placement != nil, Bool.random(using: &random) { entry.forgetsWhenPlaced = true }
             for line in [JournalLine.put(entry), .remove(url)] {
                 let decoded = try decoder.decode(JournalLine.self, from: line.json())
                 #expect(decoded == line, "line \(index)")
