@@ -293,18 +293,24 @@ extension DownloadManagerRestartTests {
         return String(line[start.upperBound...].prefix { $0 != "\"" })
     }
 
-    @Test("A queued download that starts is saved as queued until it has run the delay; a crash then brings it back")
-    func queuedStartSavedLater() async throws {
-        let busy = heldURL("busy-start", after: 1000)
-        let next = server.url("/bytes/next-start?size=3000&gate=next-start&gateSize=2")
-        let manager = try makeManager(startSaveDelay: 3600)
+    /// Queues `next` behind `busy`, held by the server, checks that it is saved as queued, then suspends `busy`: `next`
+    /// starts.
+    func start(_ next: URL, queuedBehind busy: URL, in manager: DownloadManager) async {
         await manager.enqueue(busy)
         #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
         await manager.enqueue(next)
         await manager.saveReceiptsNow()
         #expect(savedState(of: next) == "queued")
-        // The busy download steps aside: the queued one starts, and its response is held at the gate.
         await manager.suspend(busy)
+    }
+
+    @Test("A queued download that starts is saved as queued until it has run the delay; a crash then brings it back")
+    func queuedStartSavedLater() async throws {
+        let busy = heldURL("busy-start", after: 1000)
+        let next = server.url("/bytes/next-start?size=3000&gate=next-start&gateSize=2")
+        let manager = try makeManager(startSaveDelay: 3600)
+        // The busy download steps aside: the queued one starts, and its response is held at the gate.
+        await start(next, queuedBehind: busy, in: manager)
         #expect(await server.waitUntil { $0.requests.contains { $0.target.hasPrefix("/bytes/next-start") } })
         #expect(await manager.receipt(for: next)?.state == .downloading)
         await manager.saveReceiptsNow()
@@ -336,12 +342,7 @@ extension DownloadManagerRestartTests {
         let busy = heldURL("busy-long", after: 1000)
         let next = heldURL("next-long", after: 1000)
         let manager = try makeManager(startSaveDelay: 0.2)
-        await manager.enqueue(busy)
-        #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
-        await manager.enqueue(next)
-        await manager.saveReceiptsNow()
-        #expect(savedState(of: next) == "queued")
-        await manager.suspend(busy)
+        await start(next, queuedBehind: busy, in: manager)
         // Saved by the manager's own ticker: no call of the test's writes it.
         let deadline = TestTime.deadline(in: .seconds(30))
         while savedState(of: next) != "downloading" && ContinuousClock.now < deadline {

@@ -233,14 +233,11 @@ extension DownloadManager {
             return false
         }
         let partial = PartialFiles(folder: directory.state, url: entry.url)
-        guard let partialInfo = partial.folder.status(partial.partialName, in: .partial) else { return true }
-        var targetInfo = stat()
-        guard let target = directory.completedFile(named: placement.name, destination: entry.options.destination),
-            lstat(target.path, &targetInfo) == 0, partialInfo.st_ino == targetInfo.st_ino,
-            partialInfo.st_dev == targetInfo.st_dev
+        guard partial.folder.status(partial.partialName, in: .partial) != nil else { return true }
+        // The partial file is there: placed only if it is a second name of the target (`isPlaced` removes it then).
+        guard let target = directory.completedFile(named: placement.name, destination: entry.options.destination)
         else { return false }
-        partial.removePartial()
-        return true
+        return isPlaced(partial, at: target, length: placement.length, checksum: nil)
     }
 
     /// Whether `file` is a regular file (not a link to one) of `length` bytes, with `checksum` when one is given.

@@ -95,10 +95,9 @@ final class ReceiptJournal: @unchecked Sendable {
             entries.append(line.entry)
             journal.liveBytes += line.range.count
             if let placement = line.entry.placement {
-                journal.placements[line.key] = (placement, line.entry.forgetsWhenPlaced == true)
-            }
-            if line.entry.placement != nil && line.entry.forgetsWhenPlaced == true {
-                journal.forgettingPlacements.insert(line.key)
+                let forgets = line.entry.forgetsWhenPlaced == true
+                journal.placements[line.key] = (placement, forgets)
+                if forgets { journal.forgettingPlacements.insert(line.key) }
             }
         }
         let skipped = lines.keyless + undecodable.count
