@@ -303,4 +303,53 @@ final class SessionBridgeTests {
         // `DownloadManagerTests`' and the redirect gate's (#36) to show.
         #expect(configuration.httpCookieAcceptPolicy == .never)
     }
+
+    /// A sink that asks for work after a request that finished, and notes where each run of it ran.
+    final class FinishingSink: TransferSink, @unchecked Sendable {
+        /// For each run of the work: whether it ran on the delegate queue.
+        let runs = Locked<[Bool]>([])
+        let responded = Locked(false)
+
+        func receive(response: URLResponse) -> RequestEnd? {
+            responded.withLock { $0 = true }
+            return nil
+        }
+
+        func receive(data: Data, queued: Int64) -> RequestEnd? { nil }
+        func complete(error: (any Error)?) -> RequestEnd { error == nil ? .finished : .cancelled }
+
+        func workBeforeAnswer(after end: RequestEnd) -> (@Sendable () -> Void)? {
+            guard case .finished = end else { return nil }
+            return { [runs] in runs.withLock { $0.append(OperationQueue.current != nil) } }
+        }
+    }
+
+    @Test("A sink's work after a finished request runs once, off the delegate queue, before its caller is answered")
+    func workBeforeAnswer() async throws {
+        // Issue #52: a small file is finished in the hop that ends its request. Its caller must find the work done
+        // when it is answered; the delegate queue must not run it (it would hold every other transfer's events).
+        let bridge = SessionBridge()
+        defer { bridge.invalidate() }
+        let sink = FinishingSink()
+        let (end, _) = await bridge.performAuthorized(
+            URLRequest(url: server.url("/bytes/finished?size=5000")), sink: sink)
+        guard case .finished = end else {
+            Issue.record("\(end)")
+            return
+        }
+        #expect(sink.runs.withLock { $0 } == [false], "ran (on the delegate queue?): \(sink.runs.withLock { $0 })")
+
+        // A request closed from outside (a cancel) asks for none.
+        let cancelled = FinishingSink()
+        let request = URLRequest(url: server.url("/bytes/cancelled?size=100000&stallAfter=0&stall=60"))
+        let running = Task { await bridge.performAuthorized(request, sink: cancelled) }
+        let deadline = TestTime.deadline(in: .seconds(120))
+        while !cancelled.responded.withLock({ $0 }) && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(5))  // polling an event with a deadline
+        }
+        running.cancel()
+        let (cancelledEnd, _) = await running.value
+        if case .cancelled = cancelledEnd {} else { Issue.record("\(cancelledEnd)") }
+        #expect(cancelled.runs.withLock { $0 }.isEmpty)
+    }
 }
