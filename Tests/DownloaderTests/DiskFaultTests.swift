@@ -78,13 +78,16 @@ final class DiskFaultTests: Sendable {
     )
     func completedAreaNotWritable() async throws {
         let manager = try makeManager()
-        let url = server.url("/bytes/blocked?size=300000&stallAfter=100000&stall=1&stallCount=2")
+        // The body pauses after 100 KB until the test has blocked the completed area (a pause of 1 s once let a loaded
+        // machine's test come too late: the file was placed first).
+        let url = server.url("/bytes/blocked?size=300000&stallAfter=100000&stallGate=blocked&stallCount=2")
         let download = Task { try await manager.download(url) }
-        #expect(await server.waitUntil { $0.bodyBytesSent >= 100_000 })
+        #expect(await server.waitUntil { $0.stallsBegun >= 1 })
         // The transfer is under way: now the completed area turns into something nobody can write into.
         let completed = temporary.url.appendingPathComponent("completed")
         try FileManager.default.removeItem(at: completed)
         try Data("not a directory".utf8).write(to: completed)
+        server.openGate("blocked")
         await #expect(throws: DownloadError.fileSystem) { try await download.value }
         #expect(fileSize(DownloadDirectory(root: temporary.url).partialFile(for: url)) == 300_000)
 

@@ -361,7 +361,11 @@ public final class HTTPTestServer: Sendable {
             if let stall = response.stall, !stalled, sent >= stall.after {
                 stalled = true
                 update { $0.statistics.stallsBegun += 1 }
-                guard pause(seconds: stall.seconds, watching: fd) else { return false }
+                if let gate = response.stallGate {
+                    guard gates.pass(gate, size: 1000, isStopping: { self.isStopping }) else { return false }
+                } else {
+                    guard pause(seconds: stall.seconds, watching: fd) else { return false }
+                }
             }
             var count = min(chunkCapacity, limit - sent)
             if let rate = response.bytesPerSecond { count = min(count, max(1, rate / 50)) }

@@ -31,6 +31,8 @@ struct Response {
     var bytesPerSecond: Int?
     /// Pause for `seconds` once `after` body bytes have been sent.
     var stall: (after: Int, seconds: Double)?
+    /// With `stall`: pause until this gate opens (`HTTPTestServer.openGate`) instead of for its seconds.
+    var stallGate: String?
     /// Once this many body bytes have been sent, send the rest 16 bytes at a time, 100 times a second: a response that
     /// never ends while the client stays, yet keeps the connection busy (unlike a stall).
     var trickleAfter: Int?

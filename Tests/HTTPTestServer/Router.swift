@@ -294,11 +294,13 @@ enum Router {
             response.gate = (gate, max(1, int("gateSize") ?? 1000))
         }
         // stallAfter=N&stall=S: pause S seconds after N body bytes; with stallCount=K only the first K GETs stall. With
-        // stallReached=1 a GET whose body ends before N (it could not stall) is not one of the K.
+        // stallReached=1 a GET whose body ends before N (it could not stall) is not one of the K. With stallGate=G the
+        // pause lasts until the test opens gate G (`openGate`; at most 30 s) instead.
         if isGet, let after = int("stallAfter"), options["stallReached"] != "1" || response.body.count > after,
             int("stallCount").map({ fireStall() < $0 }) ?? true
         {
             response.stall = (after, Double(options["stall"] ?? "") ?? 5)
+            response.stallGate = options["stallGate"]
         }
         // trickleAfter=N: after N body bytes, 16 bytes every 10 ms (the rest of a large body takes hours).
         if isGet { response.trickleAfter = int("trickleAfter") }
