@@ -32,16 +32,34 @@ public final class TLSServer: Sendable {
                 "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
             ]) == 0
         else { throw POSIXError(.EINVAL) }
-        port = try Self.freePort()
-        pid = try ChildProcess.spawn(
-            "/usr/bin/openssl",
-            ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet"])
-        // Ready once it accepts a connection (a deadline, not a sleep).
+        // The port is free when chosen, not when s_server binds it: another test's server (bound to port 0) may take
+        // it in between, and then a connection reaches that server instead (CI once saw a TLS test get an HTTP
+        // server's hang-up). Ready means a TLS handshake succeeds; otherwise another port.
+        for attempt in 1... {
+            let port = try Self.freePort()
+            let pid = try ChildProcess.spawn(
+                "/usr/bin/openssl",
+                ["s_server", "-accept", "127.0.0.1:\(port)", "-cert", certificate, "-key", key, "-www", "-quiet"])
+            if Self.servesTLS(port, pid: pid) {
+                (self.port, self.pid) = (port, pid)
+                return
+            }
+            kill(pid, SIGKILL)
+            _ = ChildProcess.wait(pid)
+            guard attempt < 5 else { throw POSIXError(.ECONNREFUSED) }
+        }
+        fatalError("unreachable")
+    }
+
+    /// Whether `pid` came to serve TLS on `port` within 20 s (a deadline, not a sleep): it accepts a connection and
+    /// `openssl s_client` completes a handshake there.
+    private static func servesTLS(_ port: Int, pid: pid_t) -> Bool {
         let deadline = Date().addingTimeInterval(20)
-        while !Self.accepts(port) {
-            guard Date() < deadline, ChildProcess.isRunning(pid) else { throw POSIXError(.ECONNREFUSED) }
+        while !accepts(port) {
+            guard Date() < deadline, ChildProcess.isRunning(pid) else { return false }
             usleep(20_000)
         }
+        return ChildProcess.isRunning(pid) && run(["s_client", "-connect", "127.0.0.1:\(port)", "-brief"]) == 0
     }
 
     /// Stops the server and removes its key and certificate.
