@@ -104,17 +104,6 @@ enum Blocking {
         }
         return try result.get()
     }
-
-    /// Runs `body` on a Dispatch thread, without waiting: for a Dispatch queue's callback that hands on work which may
-    /// block (`SessionBridge` finishing a small file before it answers the request's caller).
-    /// - Parameter body: the work; it may block.
-    static func async(_ body: @escaping @Sendable () -> Void) {
-        let queue = queues.take()
-        queue.async {
-            body()
-            queues.give(queue)
-        }
-    }
 }
 
 extension Dictionary {

@@ -409,14 +409,7 @@ final class SessionBridge: NSObject, URLSessionDataDelegate, @unchecked Sendable
         let now = DispatchTime.now().uptimeNanoseconds
         // Also publishes the sink's last writes to the caller (see `perform`).
         state.withLock { $0.warm.requestEnded(origin: origin, reusable: reusable, now: now) }
-        if pendingEnd == nil, let work = sink.workBeforeAnswer(after: end) {
-            Blocking.async {
-                work()
-                continuation?.resume(returning: end)
-            }
-        } else {
-            continuation?.resume(returning: end)
-        }
+        continuation?.resume(returning: end)
     }
 
     func urlSession(

@@ -89,26 +89,22 @@ extension Transfer {
             let pipeline = freshPipeline(files, expected: expected)
             return (pipeline, makeWindowSink(window, pipeline: pipeline, position: TransferPosition()))
         }
-        // A small file that arrives whole is finished on a `Blocking` thread in the hop that ends its request
-        // (`TransferSink.workBeforeAnswer`): this task is woken once, with the file placed.
-        let finished = Locked<FreshFinished?>(nil)
-        sink.finishWhole = { [self, machine] sink in
-            var decided = machine
-            let next = decided.requestEnded(.finished, report: sink.report)
-            let result = Result { () throws(DownloadError) -> FreshFinish in
-                try finishFresh(sink.body, files: files, machine: decided, action: next, expected: expected)
-            }
-            finished.withLock { $0 = FreshFinished(machine: decided, action: next, result: result) }
-        }
         let end = await perform(makeRequest(for: window), sink: sink)
         if let general = sink.general, let pipeline = sink.generalPipeline {
             action = windowEnded(end, sink: general, machine: &machine)
             return .goOn(
                 Carried(pipeline: pipeline, machine: machine, action: action, halfway: general.halfway, computed: nil))
         }
-        if case .finished = end, let done = finished.withLock({ $0 }) {
-            (machine, action) = (done.machine, done.action)
-            switch try done.result.get() {
+        let report = StateMachine.Report(
+            position: sink.position, respondingURL: sink.respondingURL, isWholeStream: sink.isWholeStream,
+            received: sink.received, peakUnwritten: sink.received)
+        action = machine.requestEnded(end, report: report)
+        if case .finished = end, !Task.isCancelled {
+            let (body, decided, next) = (sink.body, machine, action)
+            let finished = try await Blocking.run { () throws(DownloadError) -> FreshFinish in
+                try self.finishFresh(body, files: files, machine: decided, action: next, expected: expected)
+            }
+            switch finished {
             case .placed(let result):
                 return .placed(result)
             case .goOn(let next, let nextAction, let computed):
@@ -119,9 +115,6 @@ extension Transfer {
             case .notWhole:
                 break
             }
-        } else {
-            // Anything else (a failure, a cancellation, a cut) goes on from what arrived.
-            action = machine.requestEnded(end, report: sink.report)
         }
         return .goOn(
             Carried(
@@ -159,14 +152,6 @@ extension Transfer {
         if !sink.body.isEmpty { _ = pipeline.send(.write(sink.body), wake: .now) }
         await pipeline.drained()
         return pipeline
-    }
-
-    /// What the hop that ended a small file's request did: the machine after the request, and how `finishFresh`
-    /// ended.
-    private struct FreshFinished: Sendable {
-        let machine: StateMachine
-        let action: StateMachine.Action
-        let result: Result<FreshFinish, DownloadError>
     }
 
     /// How `finishFresh` ended.
@@ -291,16 +276,6 @@ final class FreshFileSink: TransferSink, @unchecked Sendable {
     private(set) var isWholeStream = false
     /// The URL that answered, after any redirects.
     private(set) var respondingURL: URL?
-    /// Finishes the file (on a `Blocking` thread) once the request completed with the whole of it: set by the
-    /// transfer before the request goes out, run through `workBeforeAnswer(after:)`.
-    var finishWhole: (@Sendable (FreshFileSink) -> Void)?
-
-    /// What the request did, for the transfer's machine.
-    var report: Transfer.StateMachine.Report {
-        Transfer.StateMachine.Report(
-            position: position, respondingURL: respondingURL, isWholeStream: isWholeStream, received: received,
-            peakUnwritten: received)
-    }
 
     init(
         url: URL, window: Transfer.StateMachine.Window, configuration: Transfer.Configuration,
@@ -404,11 +379,6 @@ final class FreshFileSink: TransferSink, @unchecked Sendable {
     func keepsData(after end: RequestEnd) -> Bool {
         if let sink = general { return sink.keepsData(after: end) }
         return false
-    }
-
-    func workBeforeAnswer(after end: RequestEnd) -> (@Sendable () -> Void)? {
-        guard general == nil, accepted, case .finished = end, let finish = finishWhole else { return nil }
-        return { finish(self) }
     }
 
     private static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }

@@ -58,18 +58,12 @@ protocol TransferSink: AnyObject, Sendable {
     /// written, and never fetched a second time. Asked, like the rest, on the delegate queue, with an end this sink
     /// gave; a request closed from another thread (a cancel, the stall watchdog) keeps nothing.
     func keepsData(after end: RequestEnd) -> Bool
-    /// Work to do once the request completed with `end` (from `complete(error:)`), before its caller is answered: it
-    /// runs on a `Blocking` thread, and the caller is answered when it returns. A small file is finished so in the hop
-    /// that ends its request, instead of its task being woken only to hand the same work to a `Blocking` thread
-    /// (issue #52). Asked on the delegate queue; `nil`: none, the caller is answered at once.
-    func workBeforeAnswer(after end: RequestEnd) -> (@Sendable () -> Void)?
 }
 
 extension TransferSink {
     func takeCheckTime() -> UInt64? { nil }
     func check(now: UInt64) -> RequestEnd? { nil }
     func keepsData(after end: RequestEnd) -> Bool { false }
-    func workBeforeAnswer(after end: RequestEnd) -> (@Sendable () -> Void)? { nil }
 }
 
 /// The sink of one GET: carries out `ResponseJudge`'s verdict on the response, then sends the body to the pipeline's disk
@@ -498,10 +492,6 @@ final class ErrorBodySink: TransferSink, @unchecked Sendable {
 
     func keepsData(after end: RequestEnd) -> Bool {
         pending != nil ? false : inner.keepsData(after: end)
-    }
-
-    func workBeforeAnswer(after end: RequestEnd) -> (@Sendable () -> Void)? {
-        pending != nil ? nil : inner.workBeforeAnswer(after: end)
     }
 
     /// The pending error with what the body said.
