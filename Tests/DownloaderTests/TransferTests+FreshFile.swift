@@ -62,6 +62,25 @@ extension TransferTests {
         #expect(leftovers().filter { $0.hasSuffix(".part") }.isEmpty, "\(leftovers())")
     }
 
+    @Test("A small whole file is placed by the lean path itself, not handed to the general path")
+    func leanPathPlacesSmallFile() async throws {
+        // Were the lean path's finish skipped, the file would still arrive, through the general path (its bytes
+        // spilled to a pipeline): only `fetchFresh`'s answer tells (a mutation that skipped it left every other test
+        // passing, issue #52).
+        let size = 1_000
+        let content = TestContent(name: "leanhop", size: size)
+        let transfer = productionTransfer("/bytes/leanhop?size=\(size)")
+        try directory.createAreas()
+        let files = PartialFiles(folder: directory.state, url: transfer.url)
+        let start = try #require(transfer.freshStart(hasState: false, expected: nil))
+        guard case .placed(let result) = try await transfer.fetchFresh(start, files: files, expected: nil) else {
+            Issue.record("the lean path handed a small whole file to the general path")
+            return
+        }
+        #expect(try md5OfFile(result.fileURL) == content.md5)
+        #expect(leftovers().isEmpty, "\(leftovers())")
+    }
+
     @Test(
         "A file above the small size goes on on the general path from its first response: one request, written as it arrives"
     )
