@@ -54,6 +54,7 @@ def postgres(verb):
 class Workers:
     def __init__(self, job, folder):
         self.job, self.folder, self.procs, self.logs, self.starts = job, folder, {}, {}, 0
+        self.nodes = {}  # slot -> the node name of its current process (the User-Agent of its requests)
 
     def start(self, slot):
         self.starts += 1
@@ -61,8 +62,12 @@ class Workers:
         log = open(f"{self.folder}/w{slot}.log", "a")
         self.procs[slot] = subprocess.Popen(
             [args.fleet, "work", "--job", self.job, "--dir", f"{self.folder}/w{slot}", "-j", str(args.j),
-             "--lease", str(args.lease), "--exit-when-done", "--node", f"{self.job}-w{slot}-{self.starts}"],
+             "--lease", str(args.lease), "--exit-when-done", "--node", self.name(slot)],
             env=env, stdout=log, stderr=log)
+
+    def name(self, slot):
+        self.nodes[slot] = f"{self.job}-w{slot}-{self.starts}"
+        return self.nodes[slot]
 
     def running(self):
         return [s for s, proc in self.procs.items() if proc.poll() is None]
@@ -102,6 +107,7 @@ def run_trial(trial, rng):
         workers.start(slot)
     began = time.monotonic()
     stopped = {}  # slot -> when to continue it
+    continued = []  # (node, wall-clock time) of each worker continued after a stop
     pg_down_until = None
     events = []
     if args.scenario == "e2e":
@@ -115,6 +121,7 @@ def run_trial(trial, rng):
         for slot, until in list(stopped.items()):
             if now >= until:
                 workers.procs[slot].send_signal(signal.SIGCONT)
+                continued.append((workers.nodes[slot], time.time()))
                 events.append(f"{now - began:.1f}s continue w{slot}")
                 del stopped[slot]
         if pg_down_until is not None and now >= pg_down_until:
@@ -172,6 +179,34 @@ def run_trial(trial, rng):
     elapsed = time.monotonic() - began
     print(f"  trial {trial}: {elapsed:.1f} s, {workers.starts} worker starts; " + "; ".join(events), flush=True)
     check(trial, job, chosen, urls)
+    for node, at in continued:
+        late_starts(trial, node, at, stopped_past_lease=args.scenario == "e2e")
+
+
+def late_starts(trial, node, at, stopped_past_lease):
+    """Requests a worker started after it was continued, and those whose URL another worker fetched too.
+
+    A worker stopped past its lease must start no download of the shard it held once it runs again (its lease has
+    ended by its own clock): each such request is one the shard's next holder makes too."""
+    tag = f"trial={trial} "
+    agent = f'"downloader-fleet ({node})"'
+    late, others = set(), set()
+    with open(args.access_log) as log:
+        for line in log:
+            if not line.startswith("GET ") or tag not in line:
+                continue
+            fields = line.split(" ")
+            uri, msec, seconds = fields[1], float(fields[4]), float(fields[5])
+            if line.rstrip("\n").endswith(agent):
+                if msec - seconds > at:
+                    late.add(uri)
+            else:
+                others.add(uri)
+    twice = late & others
+    print(f"  trial {trial}: {node} after its continue: {len(late)} requests started, {len(twice)} of URLs another "
+          f"worker fetched too", flush=True)
+    if stopped_past_lease and twice:
+        fail(trial, f"{node} started {len(twice)} requests of URLs another worker fetched after its lease ended")
 
 
 def check(trial, job, chosen, urls):

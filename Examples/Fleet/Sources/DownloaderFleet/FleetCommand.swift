@@ -154,6 +154,8 @@ extension FleetCommand {
             configuration.completedDirectory = directory
             configuration.stateDirectory = directory.appendingPathComponent(".fleet", isDirectory: true)
             configuration.maximumActiveDownloads = j
+            // A server's log tells which worker fetched what (the e2e trial counts a stopped worker's requests by it).
+            configuration.userAgent = "downloader-fleet (\(node))"
             configuration.memoryBudget = max(64, 8 * j) << 20
             guard let text = connection.db ?? ProcessInfo.processInfo.environment["DATABASE_URL"] else {
                 throw FleetError("no database: give --db URL or set DATABASE_URL")

@@ -7,12 +7,14 @@ import ServiceLifecycle
 
 /// `downloader-fleet work`: carries out a `WorkerMachine`'s actions against PostgreSQL and one `DownloadManager`.
 ///
-/// A claimed shard's URLs without a result go to the manager through its batch API; each verified file or final
-/// failure becomes a result line, committed at least once a second while the lease holds (the token fences it). The
-/// lease is renewed every third of its length. A lost connection keeps the downloads going: results wait in memory and
-/// are committed once the database answers again (a claim is asked for again with a backoff up to 10 s). SIGTERM
-/// (graceful shutdown) stops claiming, commits what finished, hands the shard back and ends; after 4.5 s it exits
-/// anyway.
+/// A claimed shard's URLs without a result go to the manager through its batch API, one as a slot frees; each
+/// verified file or final failure becomes a result line, committed at least once a second while the lease holds (the
+/// token fences it). The lease is renewed every third of its length. A lost connection keeps the downloads going while
+/// the lease holds by the worker's own clock (`LeaseDeadline`): results wait in memory and are committed once the
+/// database answers again (a claim is asked for again with a backoff up to 10 s). Once the lease has ended by that
+/// clock — the database refuses the claim's commits from then on — no download of the shard starts, and the next tick
+/// gives the shard up. SIGTERM (graceful shutdown) stops claiming, commits what finished, hands the shard back and
+/// ends; after 4.5 s it exits anyway.
 ///
 /// Every database call has a deadline (`callDeadline`): one that does not answer counts as failed. Seen in the e2e
 /// trial: a worker stopped (SIGSTOP) while PostgreSQL restarted had every later call wait forever on PostgresNIO's
@@ -42,6 +44,8 @@ actor Worker {
     private var isOver = false
     private var claimBackoff: Double = 1
     private var ticks = 0
+    /// When the current claim's lease ends by this worker's clock: no download starts after it.
+    private let leaseDeadline = LeaseDeadline()
 
     init(
         database: Database, clientConfiguration: PostgresClient.Configuration, clientLogger: Logger,
@@ -112,6 +116,13 @@ actor Worker {
         ticks += 1
         let renewDue = ticks % max(1, Int(lease / 3)) == 0
         if ticks % 5 == 0 { try? await call { try await $0.seen(job: self.job, node: self.node) } }
+        if case .working(let claim) = machine.phase, !leaseDeadline.holds(claim) {
+            // Stopped or cut off past the lease: the database refuses this claim's renewals and commits from now on,
+            // and another worker may have the shard already. Given up at once, not at the next call's answer.
+            logger.warning("the lease of shard \(claim.shard) ended by this worker's clock: the shard is given up")
+            await perform(machine.renewalEnded(claim, lost: true))
+            return
+        }
         await perform(machine.tick(renewDue: renewDue))
     }
 
@@ -132,7 +143,9 @@ actor Worker {
                 await commit(outcomes, claim, handingBack: true)
             case .renew(let claim):
                 do {
+                    let sent = ContinuousClock.now
                     let holds = try await call { try await $0.renew(claim, lease: self.lease) }
+                    if holds { leaseDeadline.granted(claim, sentAt: sent, lease: lease) }
                     if !holds { logger.warning("lost the lease of shard \(claim.shard): another worker has it") }
                     await perform(machine.renewalEnded(claim, lost: !holds))
                 } catch {
@@ -176,9 +189,11 @@ actor Worker {
 
     private func claim() async {
         do {
+            let sent = ContinuousClock.now
             let (claim, allDone) = try await call {
                 try await $0.claim(job: self.job, node: self.node, lease: self.lease)
             }
+            if let claim { leaseDeadline.granted(claim, sentAt: sent, lease: lease) }
             claimBackoff = 1
             if let claim { logger.info("claimed shard \(claim.shard) (token \(claim.token))") }
             await perform(machine.claimed(claim, allDone: allDone))
@@ -206,8 +221,15 @@ actor Worker {
         }
         let manager = self.manager
         let node = self.node
+        // Read one at a time as slots free (no queue behind the running downloads), and none once the lease has
+        // ended by this worker's clock: a worker that runs again after a stop past its lease starts nothing that the
+        // shard's next holder fetches too (each ending download would otherwise start the next of the shard until a
+        // commit or a renewal is refused).
+        let deadline = leaseDeadline
+        let inFlight = await manager.maximumActiveDownloads
         let task = Task { [weak self] in
-            for await outcome in manager.download(requests) {
+            let gated = requests.lazy.prefix { _ in deadline.holds(claim) }
+            for await outcome in manager.download(gated, maximumInFlight: inFlight) {
                 guard let text = texts[outcome.request.url], let line = Self.line(outcome, url: text, node: node)
                 else { continue }
                 await self?.finished(WorkerMachine.Outcome(url: text, line: line), of: claim)

@@ -24,3 +24,35 @@ struct DeadlineTests {
         #expect(error?.seconds == 0.2)
     }
 }
+
+/// A lease's end by the worker's own clock: what it starts after it is work the next holder does again.
+@Suite("LeaseDeadline")
+struct LeaseDeadlineTests {
+    let claim = LeaseRules.Claim(shard: 1, token: 1)
+
+    @Test("A lease holds from the request the database granted until the lease's length has passed")
+    func holdsUntilItsEnd() {
+        let deadline = LeaseDeadline()
+        let sent = ContinuousClock.now
+        #expect(!deadline.holds(claim, at: sent), "never granted")
+        deadline.granted(claim, sentAt: sent, lease: 6)
+        #expect(deadline.holds(claim, at: sent + .seconds(5.9)))
+        #expect(!deadline.holds(claim, at: sent + .seconds(6)))
+        #expect(!deadline.holds(LeaseRules.Claim(shard: 1, token: 2), at: sent), "another claim of the shard")
+    }
+
+    @Test("A renewal extends the lease; a late answer to an older one never shortens it; a new claim replaces it")
+    func renewals() {
+        let deadline = LeaseDeadline()
+        let sent = ContinuousClock.now
+        deadline.granted(claim, sentAt: sent, lease: 6)
+        deadline.granted(claim, sentAt: sent + .seconds(4), lease: 6)
+        #expect(deadline.holds(claim, at: sent + .seconds(9)))
+        deadline.granted(claim, sentAt: sent + .seconds(2), lease: 6)
+        #expect(deadline.holds(claim, at: sent + .seconds(9)), "the older renewal answered last")
+        let next = LeaseRules.Claim(shard: 2, token: 1)
+        deadline.granted(next, sentAt: sent + .seconds(10), lease: 6)
+        #expect(!deadline.holds(claim, at: sent + .seconds(9)))
+        #expect(deadline.holds(next, at: sent + .seconds(15)))
+    }
+}
