@@ -4,9 +4,9 @@
 # unit tests, then scripts/fleet_run.py:
 #   - e2e: three workers on one job; one killed with SIGKILL and started again, one stopped past its lease and
 #     continued, PostgreSQL stopped and started mid-run → one result per URL, every file identical, the 404 failed,
-#     status agrees, GETs ≤ 1.05× the files, and the stopped worker, once continued, starts no request of a URL
-#     another worker fetched (nginx logs each worker's User-Agent); then SIGTERM: exit within 5 s, the shard free at
-#     once;
+#     status agrees, GETs ≤ 1.05× the files, and the stopped worker, once continued, starts no request of the
+#     shard it held that another worker fetched (nginx logs each worker's User-Agent); then SIGTERM: exit within 5 s,
+#     the shard free at once;
 #   - chaos: FLEET_CHAOS_TRIALS seeded trials (default 2) of random SIGKILL/SIGSTOP/PostgreSQL stops and kills.
 # Installs what it needs when missing. Usage: Examples/Fleet/e2e.sh   (KEEP_WORK=1 keeps the folder;
 # FLEET_CHAOS_TRIALS=N for more trials, FLEET_SEED=S to replay one chaos trial.)

@@ -11,7 +11,7 @@ Checked after each trial: exactly one result per URL; every ok file identical to
 with its 404; `status --json` agrees; and (e2e) GETs at most 1.05 times the files. SIGTERM: the worker ends within
 5 s and its shard is free at once (no holder, no lease).
 """
-import argparse, hashlib, json, os, random, signal, subprocess, sys, time
+import argparse, hashlib, json, os, random, re, signal, subprocess, sys, time
 
 p = argparse.ArgumentParser()
 p.add_argument("--fleet", required=True)
@@ -65,6 +65,12 @@ class Workers:
              "--lease", str(args.lease), "--exit-when-done", "--node", self.name(slot)],
             env=env, stdout=log, stderr=log)
 
+    def held_shard(self, slot):
+        """The shard the worker in `slot` claimed last (its log's last `claimed shard N`), or None."""
+        with open(f"{self.folder}/w{slot}.log") as log:
+            claims = re.findall(r"claimed shard (\d+) ", log.read())
+        return int(claims[-1]) if claims else None
+
     def name(self, slot):
         self.nodes[slot] = f"{self.job}-w{slot}-{self.starts}"
         return self.nodes[slot]
@@ -107,7 +113,8 @@ def run_trial(trial, rng):
         workers.start(slot)
     began = time.monotonic()
     stopped = {}  # slot -> when to continue it
-    continued = []  # (node, wall-clock time) of each worker continued after a stop
+    continued = []  # (node, wall-clock time, the shard it held when stopped) of each worker continued after a stop
+    held = {}  # slot -> the shard it held when it was stopped
     pg_down_until = None
     events = []
     if args.scenario == "e2e":
@@ -121,7 +128,7 @@ def run_trial(trial, rng):
         for slot, until in list(stopped.items()):
             if now >= until:
                 workers.procs[slot].send_signal(signal.SIGCONT)
-                continued.append((workers.nodes[slot], time.time()))
+                continued.append((workers.nodes[slot], time.time(), held.pop(slot, None)))
                 events.append(f"{now - began:.1f}s continue w{slot}")
                 del stopped[slot]
         if pg_down_until is not None and now >= pg_down_until:
@@ -150,6 +157,7 @@ def run_trial(trial, rng):
                 elif what == "stop":
                     workers.procs[slot].send_signal(signal.SIGSTOP)
                     stopped[slot] = now + args.lease + 4
+                    held[slot] = workers.held_shard(slot)
                     events.append(f"{now - began:.1f}s SIGSTOP w{slot} for {args.lease + 4:.0f} s")
                 else:
                     postgres("stop")
@@ -167,6 +175,7 @@ def run_trial(trial, rng):
                 pause = rng.uniform(0.5, 2 * args.lease)
                 workers.procs[slot].send_signal(signal.SIGSTOP)
                 stopped[slot] = now + pause
+                held[slot] = workers.held_shard(slot)
                 events.append(f"{now - began:.1f}s SIGSTOP w{slot} for {pause:.1f} s")
             elif what in ("pg", "pgkill") and pg_down_until is None:
                 postgres("stop" if what == "pg" else "kill")
@@ -179,17 +188,24 @@ def run_trial(trial, rng):
     elapsed = time.monotonic() - began
     print(f"  trial {trial}: {elapsed:.1f} s, {workers.starts} worker starts; " + "; ".join(events), flush=True)
     check(trial, job, chosen, urls)
-    for node, at in continued:
-        late_starts(trial, node, at, stopped_past_lease=args.scenario == "e2e")
+    for node, at, shard in continued:
+        late_starts(trial, node, at, shard, stopped_past_lease=args.scenario == "e2e")
 
 
-def late_starts(trial, node, at, stopped_past_lease):
-    """Requests a worker started after it was continued, and those whose URL another worker fetched too.
+def late_starts(trial, node, at, shard, stopped_past_lease):
+    """Requests a worker started after it was continued, and those of them that fetched again what another worker
+    fetched of the shard it held when stopped.
 
-    A worker stopped past its lease must start no download of the shard it held once it runs again (its lease has
-    ended by its own clock): each such request is one the shard's next holder makes too."""
+    A worker stopped past its lease must start no download of that shard once it runs again (its lease has ended by
+    its own clock): each such request is one the shard's next holder makes too. (Its requests for other shards, and
+    for the same shard claimed again when nobody took it over, are its own work.)"""
     tag = f"trial={trial} "
     agent = f'"downloader-fleet ({node})"'
+    of_shard = set()
+    if shard is not None:
+        rows = subprocess.run(["psql", args.db, "-Atc", f"SELECT url FROM fleet_urls WHERE shard = {shard}"],
+                              capture_output=True, text=True, check=True).stdout.split()
+        of_shard = {url[len(args.base):] for url in rows if url.startswith(args.base)}
     late, others = set(), set()
     with open(args.access_log) as log:
         for line in log:
@@ -202,11 +218,12 @@ def late_starts(trial, node, at, stopped_past_lease):
                     late.add(uri)
             else:
                 others.add(uri)
-    twice = late & others
-    print(f"  trial {trial}: {node} after its continue: {len(late)} requests started, {len(twice)} of URLs another "
-          f"worker fetched too", flush=True)
+    twice = late & others & of_shard
+    print(f"  trial {trial}: {node} after its continue: {len(late)} requests started, {len(twice)} of them of URLs "
+          f"of its old shard ({shard}) that another worker fetched too", flush=True)
     if stopped_past_lease and twice:
-        fail(trial, f"{node} started {len(twice)} requests of URLs another worker fetched after its lease ended")
+        fail(trial, f"{node} started {len(twice)} requests of its old shard's URLs, which another worker fetched, "
+             f"after its lease ended")
 
 
 def check(trial, job, chosen, urls):
