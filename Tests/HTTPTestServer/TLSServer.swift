@@ -35,7 +35,7 @@ public final class TLSServer: Sendable {
         // The port is free when chosen, not when s_server binds it: another test's server (bound to port 0) may take
         // it in between, and then a connection reaches that server instead (CI once saw a TLS test get an HTTP
         // server's hang-up). Ready means a TLS handshake succeeds; otherwise another port.
-        for attempt in 1... {
+        for _ in 1...5 {
             let port = try Self.freePort()
             let pid = try ChildProcess.spawn(
                 "/usr/bin/openssl",
@@ -46,9 +46,8 @@ public final class TLSServer: Sendable {
             }
             kill(pid, SIGKILL)
             _ = ChildProcess.wait(pid)
-            guard attempt < 5 else { throw POSIXError(.ECONNREFUSED) }
         }
-        fatalError("unreachable")
+        throw POSIXError(.ECONNREFUSED)
     }
 
     /// Whether `pid` came to serve TLS on `port` within 20 s (a deadline, not a sleep): it accepts a connection and

@@ -58,11 +58,12 @@ class Workers:
 
     def start(self, slot):
         self.starts += 1
+        self.nodes[slot] = f"{self.job}-w{slot}-{self.starts}"
         os.makedirs(f"{self.folder}/w{slot}", exist_ok=True)
         log = open(f"{self.folder}/w{slot}.log", "a")
         self.procs[slot] = subprocess.Popen(
             [args.fleet, "work", "--job", self.job, "--dir", f"{self.folder}/w{slot}", "-j", str(args.j),
-             "--lease", str(args.lease), "--exit-when-done", "--node", self.name(slot)],
+             "--lease", str(args.lease), "--exit-when-done", "--node", self.nodes[slot]],
             env=env, stdout=log, stderr=log)
 
     def held_shard(self, slot):
@@ -70,10 +71,6 @@ class Workers:
         with open(f"{self.folder}/w{slot}.log") as log:
             claims = re.findall(r"claimed shard (\d+) ", log.read())
         return int(claims[-1]) if claims else None
-
-    def name(self, slot):
-        self.nodes[slot] = f"{self.job}-w{slot}-{self.starts}"
-        return self.nodes[slot]
 
     def running(self):
         return [s for s, proc in self.procs.items() if proc.poll() is None]

@@ -145,8 +145,11 @@ actor Worker {
                 do {
                     let sent = ContinuousClock.now
                     let holds = try await call { try await $0.renew(claim, lease: self.lease) }
-                    if holds { leaseDeadline.granted(claim, sentAt: sent, lease: lease) }
-                    if !holds { logger.warning("lost the lease of shard \(claim.shard): another worker has it") }
+                    if holds {
+                        leaseDeadline.granted(claim, sentAt: sent, lease: lease)
+                    } else {
+                        logger.warning("lost the lease of shard \(claim.shard): another worker has it")
+                    }
                     await perform(machine.renewalEnded(claim, lost: !holds))
                 } catch {
                     logger.warning("could not renew the lease of shard \(claim.shard): \(describe(error))")
