@@ -111,9 +111,7 @@ extension DownloadManager {
         guard let released else { return }
         directory.claims.release(released, of: key.url)
         guard keepsRecord, var record = book[key] else { return }
-        let fresh = freshReceipt(for: key)
-        record.receipt.fileURL = fresh.fileURL
-        record.receipt.filename = fresh.filename
+        record.receipt.file = freshReceipt(for: key, identifier: record.identifier).file
         record.receipt.checksum = nil
         record.receipt.verification = nil
         record.suggestedFilename = nil
@@ -143,8 +141,7 @@ extension DownloadManager {
                 // The name follows the file: read off its URL only when that changed (`complete` set both already
                 // when a transfer placed it; 1,200 instructions a file; issue #52).
                 if record.receipt.fileURL != completed.url {
-                    record.receipt.fileURL = completed.url
-                    record.receipt.filename = completed.url.fileName
+                    record.receipt.file = ReceiptFile(url: completed.url, name: completed.url.fileName)
                     differs = true
                 }
                 change(&record.receipt.totalBytesWritten, to: completed.length, &differs)
@@ -208,8 +205,7 @@ extension DownloadManager {
         if let replaced { directory.claims.release(replaced, of: key.url) }  // a file at an earlier destination stays
         guard let transfer = produced else { return }
         book.update(key) { record in
-            record.receipt.fileURL = transfer.fileURL
-            record.receipt.filename = transfer.fileName
+            record.receipt.file = ReceiptFile(url: transfer.fileURL, name: transfer.fileName)
             record.receipt.totalBytesWritten = transfer.length
             record.receipt.totalBytesExpectedToWrite = transfer.length
             record.receipt.checksum = transfer.checksum

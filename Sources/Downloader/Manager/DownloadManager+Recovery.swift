@@ -97,9 +97,7 @@ extension DownloadManager {
                     + "\(owner?.redactedAbsoluteString ?? "another download"): it downloads again when asked")
             var shared = record
             let key = DownloadDirectory.key(for: url)
-            shared.receipt = DownloadReceipt(
-                url: url, filename: DownloadDirectory.defaultFilename(for: url, key: key),
-                fileURL: directory.partialFile(key: key), state: .idle)
+            shared.receipt = DownloadReceipt(url: url, file: directory.receiptFile(key: key, url: url), state: .idle)
             shared.suggestedFilename = nil
             shared.replacesCompletedFile = false
             return shared
@@ -134,8 +132,8 @@ extension DownloadManager {
         }
         let partial = PartialFiles(folder: directory.state, url: url)
         var receipt = DownloadReceipt(
-            url: url, filename: DownloadDirectory.defaultFilename(for: url), fileURL: partial.partialURL,
-            state: entry.state, totalBytesExpectedToWrite: entry.totalBytesExpected, error: entry.error)
+            url: url, file: directory.receiptFile(key: partial.key, url: url), state: entry.state,
+            totalBytesExpectedToWrite: entry.totalBytesExpected, error: entry.error)
         var state = entry.state
         var filename = entry.filename
         var checksum = entry.checksum
@@ -187,8 +185,7 @@ extension DownloadManager {
                             "\(url.redactedAbsoluteString) points outside the completed area (\(filename ?? "no name"))"
                     ))
             }
-            receipt.fileURL = file
-            receipt.filename = name
+            receipt.file = ReceiptFile(url: file, name: name)
             receipt.checksum = checksum
             receipt.verification = verification
             receipt.totalBytesWritten =
@@ -213,8 +210,7 @@ extension DownloadManager {
         {
             // A newer version was downloading: the verified file it would replace is still the download's.
             record.replacesCompletedFile = true
-            record.receipt.fileURL = file
-            record.receipt.filename = replaced.name
+            record.receipt.file = ReceiptFile(url: file, name: replaced.name)
             record.receipt.checksum = replaced.checksum
             record.receipt.verification = entry.verification ?? replaced.checksum.map(Verification.computed)
             record.receipt.totalBytesWritten = replaced.length

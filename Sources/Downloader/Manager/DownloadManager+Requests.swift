@@ -134,9 +134,7 @@ extension DownloadManager {
     /// - Parameter identifier: `DownloadDirectory.key(for: key.url)`, when the caller has it already.
     func freshReceipt(for key: DownloadKey, identifier: String? = nil) -> DownloadReceipt {
         let name = identifier ?? DownloadDirectory.key(for: key.url)
-        return DownloadReceipt(
-            url: key.url, filename: DownloadDirectory.defaultFilename(for: key.url, key: name),
-            fileURL: directory.partialFile(key: name))
+        return DownloadReceipt(url: key.url, file: directory.receiptFile(key: name, url: key.url))
     }
 
     /// Looks at a completed file off the actor (still there with its recorded size?) and, when it is, puts it where
@@ -186,8 +184,7 @@ extension DownloadManager {
                 if case .moved(let moved) = outcome {
                     if moved != file.url { directory.claims.release(file.url, of: key.url) }
                     movedTo = moved
-                    record.receipt.fileURL = moved
-                    record.receipt.filename = moved.lastPathComponent
+                    record.receipt.file = ReceiptFile(url: moved, name: moved.lastPathComponent)
                 }
                 let movedFile = book[key]?.receipt != record.receipt
                 book[key] = record

@@ -6,9 +6,17 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     public var url: URL
     /// The file name: before the file is complete, `md5(url)` plus the URL's extension (the partial file's key, not
     /// the name it will get); once completed, the final file's name (the server's or the URL's, see `FileNaming`).
-    public var filename: String
+    public var filename: String {
+        get { file.name }
+        set { file = ReceiptFile(url: file.url, name: newValue) }
+    }
     /// The partial file while incomplete, the final file once completed.
-    public var fileURL: URL
+    public var fileURL: URL {
+        get { file.url }
+        set { file = ReceiptFile(url: newValue, name: file.name) }
+    }
+    /// `fileURL` and `filename`, stored together: a new download's are made only when read (`ReceiptFile`).
+    var file: ReceiptFile
     /// Where the download is in its life.
     public var state: DownloadState
     /// Bytes on disk.
@@ -62,9 +70,20 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
         totalBytesExpectedToWrite: Int64? = nil, checksum: Checksum? = nil, verification: Verification? = nil,
         error: DownloadError? = nil
     ) {
+        self.init(
+            url: url, file: ReceiptFile(url: fileURL, name: filename), state: state,
+            totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite,
+            checksum: checksum, verification: verification, error: error)
+    }
+
+    /// Creates a receipt whose file is `file` (a new download's partial file, made when read).
+    init(
+        url: URL, file: ReceiptFile, state: DownloadState = .idle, totalBytesWritten: Int64 = 0,
+        totalBytesExpectedToWrite: Int64? = nil, checksum: Checksum? = nil, verification: Verification? = nil,
+        error: DownloadError? = nil
+    ) {
         self.url = url
-        self.filename = filename
-        self.fileURL = fileURL
+        self.file = file
         self.state = state
         self.totalBytesWritten = totalBytesWritten
         self.totalBytesExpectedToWrite = totalBytesExpectedToWrite
@@ -76,8 +95,8 @@ public struct DownloadReceipt: Sendable, Codable, Hashable, Identifiable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         url = try container.decode(URL.self, forKey: .url)
-        filename = try container.decode(String.self, forKey: .filename)
-        fileURL = try container.decode(URL.self, forKey: .fileURL)
+        let filename = try container.decode(String.self, forKey: .filename)
+        file = ReceiptFile(url: try container.decode(URL.self, forKey: .fileURL), name: filename)
         state = try container.decode(DownloadState.self, forKey: .state)
         totalBytesWritten = try container.decode(Int64.self, forKey: .totalBytesWritten)
         totalBytesExpectedToWrite = try container.decodeIfPresent(Int64.self, forKey: .totalBytesExpectedToWrite)

@@ -113,7 +113,21 @@ struct DownloadDirectory: Sendable {
 
     /// The partial file of the download with this key.
     func partialFile(key: String) -> URL {
-        URL(fileURLWithPath: partialPrefix + key + ".part", isDirectory: false)
+        Self.partialFile(prefix: partialPrefix, key: key)
+    }
+
+    /// The partial file of the download with this key in the partial area whose path and a slash are `prefix`.
+    static func partialFile(prefix: String, key: String) -> URL {
+        URL(fileURLWithPath: prefix + key + ".part", isDirectory: false)
+    }
+
+    /// What a receipt names before its download has a file: the partial file, called the key and the URL's
+    /// extension — both made only when read.
+    /// - Parameters:
+    ///   - key: the download's key (`key(for:)`).
+    ///   - url: the download's URL.
+    func receiptFile(key: String, url: URL) -> ReceiptFile {
+        ReceiptFile(partialPrefix: partialPrefix, key: key, download: url)
     }
 
     /// The saved transfer state beside the partial file.
