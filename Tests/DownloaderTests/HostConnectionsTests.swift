@@ -184,6 +184,7 @@ struct HostConnectionsTests {
         check(!connections.withdraw(2))
         check(!connections.withdraw(1), "it went: its caller owes a finished")
         check(connections.finished(host: host, now: 0) == [3])
+        check(!connections.withdraw(3), "it waited, then went: its caller owes a finished")
     }
 
     @Test("Seeded random sequences: never more in flight than the limit allows, nobody left waiting at the end")
@@ -202,12 +203,15 @@ struct HostConnectionsTests {
             var refused: [String: Int] = [:]
             var answered: [String: (at: UInt64, excused: Int)] = [:]
             var waiting: [HostConnections.Ticket: String] = [:]
+            /// Tickets that waited and went: withdrawing one finds nothing to withdraw.
+            var went: [HostConnections.Ticket] = []
             var now: UInt64 = 0
             var nextTicket = 0
             /// Counts tickets that went; `host`, when given, is the only host they may belong to.
             func admitted(_ tickets: [HostConnections.Ticket], of host: String? = nil) {
                 for ticket in tickets {
                     let owner = waiting.removeValue(forKey: ticket)
+                    went.append(ticket)
                     if owner == nil || (host != nil && owner != host) {
                         problems.append("seed \(seed): a ticket not waiting there")
                     }
@@ -279,7 +283,9 @@ struct HostConnectionsTests {
                         problems.append("seed \(seed): refusal misjudged, \(expected) expected")
                     }
                 case 8:
-                    if let ticket = waiting.keys.randomElement(using: &random) {
+                    if Bool.random(using: &random), let ticket = went.randomElement(using: &random) {
+                        if connections.withdraw(ticket) { problems.append("seed \(seed): withdrew a ticket that went") }
+                    } else if let ticket = waiting.keys.randomElement(using: &random) {
                         if !connections.withdraw(ticket) { problems.append("seed \(seed): a waiting ticket unknown") }
                         waiting[ticket] = nil
                     }

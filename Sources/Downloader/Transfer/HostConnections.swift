@@ -157,18 +157,18 @@ struct HostConnections: Sendable {
     /// - Parameter ending: how it ended; an answer opens `settleInterval` for lone refusals.
     /// - Returns: the tickets that go now (each counted in flight).
     mutating func finished(host: String, now: UInt64, ending: Ending = .answered) -> [Ticket] {
-        guard var entry = hosts[host], entry.inFlight > 0 else { return [] }
-        entry.inFlight -= 1
+        // The host is looked up once for the whole event: each look-up hashes its name, and this ran eight a request
+        // (issue #52).
+        guard let index = hosts.index(forKey: host), hosts.values[index].inFlight > 0 else { return [] }
+        hosts.values[index].inFlight -= 1
         switch ending {
-        case .refused: entry.refusedInFlight = max(0, entry.refusedInFlight - 1)
+        case .refused: hosts.values[index].refusedInFlight = max(0, hosts.values[index].refusedInFlight - 1)
         case .answered:
             lastAnswer[host] = (now, 0)
             if lastAnswer.count > 256 { lastAnswer = lastAnswer.filter { now < $0.value.at + settleInterval } }
         case .other: break
         }
-        hosts[host] = entry
-        recover(host, now: now)
-        return admit(host)
+        return settle(at: index, now: now)
     }
 
     /// A waiting request gives up (its task was cancelled).
@@ -217,35 +217,31 @@ struct HostConnections: Sendable {
     mutating func tick(now: UInt64) -> [Ticket] {
         var admitted: [Ticket] = []
         for host in hosts.keys where hosts[host]?.lowered != nil {
-            recover(host, now: now)
-            admitted += admit(host)
+            guard let index = hosts.index(forKey: host) else { continue }
+            admitted += settle(at: index, now: now)
         }
         return admitted
     }
 
-    /// Raises `host`'s lowered limit by one per interval passed, forgetting it at its ceiling.
-    private mutating func recover(_ host: String, now: UInt64) {
-        guard var entry = hosts[host], var lowered = entry.lowered else { return }
-        while now >= lowered.since + recoveryInterval, entry.lowered != nil {
-            lowered.limit += 1
-            lowered.since += recoveryInterval
-            entry.lowered = lowered.limit >= lowered.ceiling ? nil : lowered
+    /// After a change at the host at `index`: its lowered limit rises by one per interval passed (forgotten at its
+    /// ceiling), its waiting requests go while its limit allows, and it is forgotten once idle.
+    /// - Returns: the tickets that go now (each counted in flight).
+    private mutating func settle(at index: [String: Host].Index, now: UInt64) -> [Ticket] {
+        if var lowered = hosts.values[index].lowered {
+            while now >= lowered.since + recoveryInterval, hosts.values[index].lowered != nil {
+                lowered.limit += 1
+                lowered.since += recoveryInterval
+                hosts.values[index].lowered = lowered.limit >= lowered.ceiling ? nil : lowered
+            }
         }
-        hosts[host] = entry.isIdle ? nil : entry
-    }
-
-    /// Lets waiting requests of `host` go while its limit allows.
-    private mutating func admit(_ host: String) -> [Ticket] {
-        guard var entry = hosts[host] else { return [] }
         var admitted: [Ticket] = []
-        let limit = limit(of: host) ?? .max
-        while !entry.waiting.isEmpty, entry.inFlight < limit {
-            let next = entry.waiting.removeFirst()
-            waitingHosts[next.ticket] = nil
-            entry.inFlight += 1
-            admitted.append(next.ticket)
+        let limit = limit(lowered: hosts.values[index].lowered?.limit) ?? .max
+        while !hosts.values[index].waiting.isEmpty, hosts.values[index].inFlight < limit {
+            admitted.append(hosts.values[index].waiting.removeFirst().ticket)
+            hosts.values[index].inFlight += 1
         }
-        hosts[host] = entry.isIdle ? nil : entry
+        for ticket in admitted { waitingHosts[ticket] = nil }
+        if hosts.values[index].isIdle { hosts.remove(at: index) }
         return admitted
     }
 }
