@@ -353,6 +353,32 @@ extension DownloadManagerRestartTests {
         #expect(savedState(of: next) == "suspended")
     }
 
+    @Test(
+        "A download queued and started by one request is saved at once, listened to or not; a listener hears it queued"
+    )
+    func startedAtOnceSaved() async throws {
+        for listening in [false, true] {
+            let url = heldURL("at-once-\(listening)", after: 1000)
+            let manager = try makeManager(startSaveDelay: 3600)
+            let events = listening ? await manager.events(of: [.stateChanged]) : nil
+            await manager.enqueue(url)
+            #expect(await server.waitUntil { $0.bodyBytesSent >= 1000 })
+            await manager.saveReceiptsNow()
+            // Not put off with the start: a crash now brings it back (suspended and interrupted).
+            #expect(savedState(of: url) == "downloading", "listening: \(listening)")
+            if let events {
+                var states: [DownloadState] = []
+                for await case .stateChanged(let receipt) in events where receipt.url == url {
+                    states.append(receipt.state)
+                    if receipt.state == .downloading { break }
+                }
+                #expect(states == [.queued, .downloading])
+            }
+            await manager.remove(url)
+            await manager.shutdown()
+        }
+    }
+
     @Test("A suspended download that is resumed is saved as downloading at once")
     func resumedStartSavedAtOnce() async throws {
         let url = server.url("/bytes/resumed-start?size=400000&stallAfter=1000&stall=60&stallCount=2")
