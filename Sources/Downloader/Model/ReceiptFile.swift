@@ -9,8 +9,8 @@ import Foundation
 struct ReceiptFile: Sendable {
     private enum Storage: Sendable, Equatable {
         case given(url: URL, name: String)
-        /// `prefix + key + ".part"`, named `DownloadDirectory.defaultFilename(for: download, key: key)`.
-        case partial(prefix: String, key: String, download: URL)
+        /// The partial file at `path`, named `download.downloadFilename(key: key)`.
+        case partial(path: String, key: String, download: URL)
     }
 
     private var storage: Storage
@@ -22,18 +22,18 @@ struct ReceiptFile: Sendable {
 
     /// The partial file of a download, made when read.
     /// - Parameters:
-    ///   - prefix: the partial area's path and a slash.
-    ///   - key: the download's key (`DownloadDirectory.key(for:)`).
+    ///   - path: the partial file's path (`DownloadDirectory.receiptFile(key:url:)` makes it).
+    ///   - key: the download's key (`URL.downloadIdentifier`).
     ///   - download: the download's URL, whose extension the name keeps.
-    init(partialPrefix prefix: String, key: String, download: URL) {
-        storage = .partial(prefix: prefix, key: key, download: download)
+    init(partialPath path: String, key: String, download: URL) {
+        storage = .partial(path: path, key: key, download: download)
     }
 
     /// The file.
     var url: URL {
         switch storage {
         case .given(let url, _): url
-        case .partial(let prefix, let key, _): DownloadDirectory.partialFile(prefix: prefix, key: key)
+        case .partial(let path, _, _): URL(fileURLWithPath: path, isDirectory: false)
         }
     }
 
@@ -41,7 +41,7 @@ struct ReceiptFile: Sendable {
     var name: String {
         switch storage {
         case .given(_, let name): name
-        case .partial(_, let key, let download): DownloadDirectory.defaultFilename(for: download, key: key)
+        case .partial(_, let key, let download): download.downloadFilename(key: key)
         }
     }
 }

@@ -162,6 +162,24 @@ extension URL {
         MD5.hash(data: Array(withoutCredentials.absoluteString.utf8)).hexString
     }
 
+    /// The name of a download's file before it is complete: `key` (`downloadIdentifier`) plus the URL's extension, if
+    /// it has a sane one (ASCII letters and digits, at most 16).
+    func downloadFilename(key: String) -> String {
+        let ext = fileExtension
+        // ASCII letters and digits, read as bytes: a scalar's Unicode properties cost 330 instructions a letter.
+        let safeExtension =
+            !ext.isEmpty && ext.utf8.count <= 16
+            && ext.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"):
+                    true
+                default: false
+                }
+            }
+        return key + (safeExtension ? "." + ext : "")
+    }
+
     /// The URL as text with its credentials hidden: `https://user:***@host/…` (a user name alone, which is often a
     /// token, becomes `***@host`). Use it wherever a URL is shown: messages, logs, listings.
     public var redactedAbsoluteString: String {

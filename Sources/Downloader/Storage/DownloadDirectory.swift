@@ -113,12 +113,7 @@ struct DownloadDirectory: Sendable {
 
     /// The partial file of the download with this key.
     func partialFile(key: String) -> URL {
-        Self.partialFile(prefix: partialPrefix, key: key)
-    }
-
-    /// The partial file of the download with this key in the partial area whose path and a slash are `prefix`.
-    static func partialFile(prefix: String, key: String) -> URL {
-        URL(fileURLWithPath: prefix + key + ".part", isDirectory: false)
+        URL(fileURLWithPath: partialPrefix + key + ".part", isDirectory: false)
     }
 
     /// What a receipt names before its download has a file: the partial file, called the key and the URL's
@@ -127,7 +122,7 @@ struct DownloadDirectory: Sendable {
     ///   - key: the download's key (`key(for:)`).
     ///   - url: the download's URL.
     func receiptFile(key: String, url: URL) -> ReceiptFile {
-        ReceiptFile(partialPrefix: partialPrefix, key: key, download: url)
+        ReceiptFile(partialPath: partialPrefix + key + ".part", key: key, download: url)
     }
 
     /// The saved transfer state beside the partial file.
@@ -160,19 +155,7 @@ struct DownloadDirectory: Sendable {
 
     /// The default file name: `md5(url)` plus the URL's extension, if it has a sane one.
     static func defaultFilename(for url: URL, key: String? = nil) -> String {
-        let ext = url.fileExtension
-        // ASCII letters and digits, read as bytes: a scalar's Unicode properties cost 330 instructions a letter.
-        let safeExtension =
-            !ext.isEmpty && ext.utf8.count <= 16
-            && ext.utf8.allSatisfy { byte in
-                switch byte {
-                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"),
-                    UInt8(ascii: "0")...UInt8(ascii: "9"):
-                    true
-                default: false
-                }
-            }
-        return (key ?? Self.key(for: url)) + (safeExtension ? "." + ext : "")
+        url.downloadFilename(key: key ?? Self.key(for: url))
     }
 
     /// The name a completed file gets under `naming`.
