@@ -35,11 +35,15 @@ final class ReceiptFileTests: Sendable {
 
     @Test("A new download's file and name read as the stored pair did: its partial file, its key and extension")
     func readsAsStored() {
-        for url in Self.urls {
+        // The names spelled out: `eager` uses the same recipe (`URL.downloadFilename(key:)`), so it alone would not
+        // tell a wrong name.
+        let extensions = [".pdf", "", "", ".gz", ".bin", ""]
+        for (url, ext) in zip(Self.urls, extensions) {
             let lazy = Self.lazy(url)
             let eager = Self.eager(url)
             #expect(lazy.url == eager.url && lazy.name == eager.name, "\(url)")
             #expect(lazy.url.path == "/srv/downloads/.downloader/partial/\(url.downloadIdentifier).part")
+            #expect(lazy.name == url.downloadIdentifier + ext, "\(url)")
         }
     }
 

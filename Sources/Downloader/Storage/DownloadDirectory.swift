@@ -113,7 +113,12 @@ struct DownloadDirectory: Sendable {
 
     /// The partial file of the download with this key.
     func partialFile(key: String) -> URL {
-        URL(fileURLWithPath: partialPrefix + key + ".part", isDirectory: false)
+        URL(fileURLWithPath: partialPath(key: key), isDirectory: false)
+    }
+
+    /// The path of the partial file of the download with this key.
+    private func partialPath(key: String) -> String {
+        partialPrefix + key + ".part"
     }
 
     /// What a receipt names before its download has a file: the partial file, called the key and the URL's
@@ -122,7 +127,7 @@ struct DownloadDirectory: Sendable {
     ///   - key: the download's key (`key(for:)`).
     ///   - url: the download's URL.
     func receiptFile(key: String, url: URL) -> ReceiptFile {
-        ReceiptFile(partialPath: partialPrefix + key + ".part", key: key, download: url)
+        ReceiptFile(partialPath: partialPath(key: key), key: key, download: url)
     }
 
     /// The saved transfer state beside the partial file.

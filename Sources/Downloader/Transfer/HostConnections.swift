@@ -216,8 +216,8 @@ struct HostConnections: Sendable {
     /// - Returns: the tickets that go now.
     mutating func tick(now: UInt64) -> [Ticket] {
         var admitted: [Ticket] = []
-        for host in hosts.keys where hosts[host]?.lowered != nil {
-            guard let index = hosts.index(forKey: host) else { continue }
+        for host in hosts.keys {
+            guard let index = hosts.index(forKey: host), hosts.values[index].lowered != nil else { continue }
             admitted += settle(at: index, now: now)
         }
         return admitted
