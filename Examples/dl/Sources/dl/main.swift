@@ -259,18 +259,6 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     return failures > 0 ? 1 : 0
 }
 
-#if canImport(Glibc)
-    // Chunks are allocated on many dispatch threads; glibc gives each its own arena, and the fragmentation grows
-    // peak RSS with the file's size (even a URLSession program that discards every byte went from 34 to 55 MB over
-    // 1 GiB; with one arena it stayed at 35 MB). One arena measured the same speed (BENCHMARKS.md). `mallopt` is
-    // not exported by the Glibc module, so it is looked up by name (RTLD_DEFAULT is a null handle on glibc).
-    if let symbol = dlsym(nil, "mallopt") {
-        typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
-        let mallocArenaMax: Int32 = -8  // M_ARENA_MAX in malloc.h
-        _ = unsafeBitCast(symbol, to: Mallopt.self)(mallocArenaMax, 1)
-    }
-#endif
-
 // A closed stdout (`dl … | head`) is an error to handle, not a signal that kills the downloads.
 Console.ignoreBrokenPipes()
 let arguments: Arguments
@@ -281,6 +269,8 @@ do {
         Screen.safe("dl: \(error.message)") + "\nusage: dl [OPTION]... URL...  (dl --help lists every option)\n")
     exit(2)
 }
+// Before any thread but this one allocates: a thread keeps the malloc arena it first got.
+MallocArenas.apply(MallocArenas.limit(for: arguments, environment: ProcessInfo.processInfo.environment))
 // Passwords and secret headers leave the process list (`/proc/PID/cmdline`), as curl does.
 Secrets.blankCommandLine()
 if arguments.help {
