@@ -12,7 +12,7 @@ import Foundation
 /// over many arenas: one 1 GiB file peaked at 68–95 MB with the default arenas against 48–64 MB with one
 /// (`BENCHMARKS.md`), which breaks the promise of a peak RSS flat in the file's size. One arena, though, puts every
 /// thread's `malloc` behind one lock: a list of small files, whose every file allocates on the network's, the disk's
-/// and Swift's task threads, waits on it (about 5 more `futex` calls a file) and spends about 0.13 ms more CPU a file
+/// and Swift's task threads, waits on it (about 5 more `futex` calls a file) and spends 0.11–0.13 ms more CPU a file
 /// on two cores. So the limit follows the work: a list (`-i` with more than one URL, or more URLs on the command line
 /// than `--max-active` runs at once) keeps the default arenas, anything else gets one. A limit the user set in the
 /// environment wins.
