@@ -249,10 +249,11 @@ struct ClosureObserver: TransferObserver {
     var progress: @Sendable (_ written: Int64, _ total: Int64?) -> Void = { _, _ in }
     var warn: @Sendable (String) -> Void = { _ in }
     var note: @Sendable (String) -> Void = { _ in }
+    var willPlace: @Sendable (TransferPlacement) -> Void = { _ in }
 
     func transferProgressed(written: Int64, total: Int64?) { progress(written, total) }
     func transferRequestsChanged(by delta: Int) {}
-    func transferWillPlace(_ placement: TransferPlacement) {}
+    func transferWillPlace(_ placement: TransferPlacement) { willPlace(placement) }
     func transferSays(_ news: TransferNews) {
         switch news {
         case .warning(let reason): warn(reason)

@@ -81,6 +81,66 @@ extension TransferTests {
         #expect(leftovers().isEmpty, "\(leftovers())")
     }
 
+    /// A transfer as `productionTransfer` makes it, with its own `InlineFinishRule` and an observer told of the
+    /// placement (on the thread that finishes the file).
+    func transfer(
+        _ path: String, finishes: InlineFinishes, willPlace: @escaping @Sendable (TransferPlacement) -> Void = { _ in }
+    ) -> Transfer {
+        var configuration = Transfer.Configuration(
+            firstRequestBudget: FirstRequestBudget(measuring: 600_000_000_000, remaining: 1_000_000_000))
+        configuration.finishes = finishes
+        return Transfer(
+            url: server.url(path), options: DownloadOptions(), directory: directory, bridge: bridge,
+            configuration: configuration, limiters: [BandwidthLimiter(bytesPerSecond: nil)],
+            observer: ClosureObserver(willPlace: willPlace))
+    }
+
+    @Test("A small file's last steps run inline one at a time: while one is held, the next hops and completes")
+    func leanFinishInlineOneAtATime() async throws {
+        let finishes = InlineFinishes(InlineFinishRule(cores: 2, slowFinish: .max))
+        let entered = AsyncStream<Void>.makeStream()
+        let release = DispatchSemaphore(value: 0)
+        let held = transfer("/bytes/inlineheld?size=1000", finishes: finishes) { _ in
+            entered.continuation.yield()
+            release.wait()  // holds the inline finish, on the cooperative thread of its task
+        }
+        let first = Task { try await held.run() }
+        var iterator = entered.stream.makeAsyncIterator()
+        await iterator.next()
+        #expect(finishes.state.isRunningInline && finishes.state.inlineCount == 1)
+        // The other cooperative threads are free, and the slot is taken: the next finish hops and completes.
+        let second = try await transfer("/bytes/inlinenext?size=1000", finishes: finishes).run()
+        #expect(try md5OfFile(second.fileURL) == TestContent(name: "inlinenext", size: 1_000).md5)
+        #expect(finishes.state.hopCount == 1 && finishes.state.isRunningInline)
+        release.signal()
+        let result = try await first.value
+        #expect(try md5OfFile(result.fileURL) == TestContent(name: "inlineheld", size: 1_000).md5)
+        #expect(!finishes.state.isRunningInline)
+        // The slot is free again: the next small file runs inline; a body above the largest hops.
+        _ = try await transfer("/bytes/inlinethird?size=1000", finishes: finishes).run()
+        #expect(finishes.state.inlineCount == 2 && finishes.state.hopCount == 1)
+        let small = InlineFinishes(InlineFinishRule(cores: 2, largestBody: 999, slowFinish: .max))
+        _ = try await transfer("/bytes/inlinelarge?size=1000", finishes: small).run()
+        #expect(small.state.inlineCount == 0 && small.state.hopCount == 1)
+        #expect(leftovers().isEmpty, "\(leftovers())")
+    }
+
+    @Test("After a slow finish every small file hops for the cooldown; on one core every one does")
+    func leanFinishSlowAndSingleCore() async throws {
+        // Every finish takes longer than 0 ns: the first runs inline, then the cooldown (an hour) sends the rest to a
+        // `Blocking` thread.
+        let slow = InlineFinishes(InlineFinishRule(cores: 2, slowFinish: 0, cooldown: 3_600_000_000_000))
+        for name in ["cool1", "cool2", "cool3"] {
+            let result = try await transfer("/bytes/\(name)?size=1000", finishes: slow).run()
+            #expect(try md5OfFile(result.fileURL) == TestContent(name: name, size: 1_000).md5)
+        }
+        #expect(slow.state.inlineCount == 1 && slow.state.hopCount == 2)
+        let single = InlineFinishes(InlineFinishRule(cores: 1))
+        _ = try await transfer("/bytes/single?size=1000", finishes: single).run()
+        #expect(single.state.inlineCount == 0 && single.state.hopCount == 1)
+        #expect(leftovers().isEmpty, "\(leftovers())")
+    }
+
     @Test(
         "A file above the small size goes on on the general path from its first response: one request, written as it arrives"
     )

@@ -77,6 +77,8 @@ final class QueueOwned<Value>: @unchecked Sendable {
 /// Blocking file work — hashing a partial file again, syncing it, moving or copying a file — on a Dispatch thread,
 /// never on one of the few cooperative threads that every task and the manager's actor share (two on two cores):
 /// transfers that hashed their partial files there after `kill -9` once held the manager's first answer for 1–2 s.
+/// (The one exception is bounded: a small fresh file's last steps, one at a time, while the disk is fast —
+/// `InlineFinishRule`.)
 enum Blocking {
     /// The queues the bodies run on: one no other body uses, each time.
     static let queues = QueuePool(label: "downloader.blocking", qos: .utility)

@@ -6,8 +6,9 @@ import Foundation
 #endif
 
 /// The lean path of a fresh download (issue #52): most files of a long list are small, new, and arrive whole in their
-/// first response. Such a file is kept in memory as it arrives and finished in one hop off the cooperative threads —
-/// written, hashed, checked, recorded and placed — without the disk pipeline's queues, fences and commands. The
+/// first response. Such a file is kept in memory as it arrives and finished in one step — written, hashed, checked,
+/// recorded and placed — without the disk pipeline's queues, fences and commands: on the transfer's own thread when
+/// it is small and the disk fast, else in one hop to a `Blocking` thread (`InlineFinishRule`). The
 /// transfer's state machine still takes every decision (the same window, the same verdicts, the same digest rule);
 /// only the disk work is done plainly.
 ///
@@ -101,7 +102,10 @@ extension Transfer {
         action = machine.requestEnded(end, report: report)
         if case .finished = end, !Task.isCancelled {
             let (body, decided, next) = (sink.body, machine, action)
-            let finished = try await Blocking.run { () throws(DownloadError) -> FreshFinish in
+            // Inline on this cooperative thread when the rule allows (a small body, one at a time, a fast disk),
+            // else on a `Blocking` thread: `InlineFinishRule` says why.
+            let finished = try await configuration.finishes.run(bodyCount: body.count) {
+                () throws(DownloadError) -> FreshFinish in
                 try self.finishFresh(body, files: files, machine: decided, action: next, expected: expected)
             }
             switch finished {
@@ -164,7 +168,7 @@ extension Transfer {
         case notWhole
     }
 
-    /// The lean path's last steps in one hop: the body written to a new partial file, hashed, checked as `verify`
+    /// The lean path's last steps together: the body written to a new partial file, hashed, checked as `verify`
     /// checks, recorded and placed as `complete` does — each as the machine decides.
     private func finishFresh(
         _ body: Data, files: PartialFiles, machine: StateMachine, action: StateMachine.Action, expected: Checksum?

@@ -57,6 +57,8 @@ final class Transfer: Sendable {
         var copiesChunks = false
         /// Called where a partial file is picked up, before its file work (tests hold it there).
         var beforeRestore = Hook()
+        /// Where a small fresh file's last steps run (`InlineFinishRule`): the process's rule, or a test's own.
+        var finishes = InlineFinishes.shared
 
         /// The settings with every bound of what a transfer keeps in memory within `share` bytes (a manager's
         /// `memoryBudget` over its active downloads): windows (about 1.5 of them wait for the disk at most), the bytes
