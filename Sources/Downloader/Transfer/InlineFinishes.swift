@@ -7,9 +7,9 @@ import Foundation
 /// The last steps of a small file (create, write, record, place: a few file-system calls, tens of microseconds on a
 /// local disk) cost more in the two thread hand-offs of a `Blocking` hop than in themselves: measured on a list of
 /// 20,000 files of 1 KiB, 0.05 ms of CPU a file (about a fifth of what the library adds to URLSession's own cost)
-/// and 3–5 thread wake-ups. File work
-/// stays off the cooperative threads for what it can cost a slow disk, though: those threads are as many as the cores
-/// (two here) and carry every task and the manager's actor. So a finish runs inline only within these bounds:
+/// and 3–5 thread wake-ups. File work stays off the cooperative threads for what it can cost a slow disk, though:
+/// those threads are as many as the cores (two here) and carry every task and the manager's actor. So a finish runs
+/// inline only within these bounds:
 /// - one at a time in the process: a disk that stalls holds at most one cooperative thread, and only on a machine
 ///   with two cores or more (with one, every finish hops);
 /// - a body of at most `largestBody` bytes (64 KiB);
