@@ -9,17 +9,21 @@ import Testing
 /// where that request left it, asking nothing twice.
 extension TransferTests {
     /// A transfer as the manager makes it: the production first request (a whole window, its budget judged late enough
-    /// for a busy machine) and the manager's shared bandwidth limiter, without a limit.
+    /// for a busy machine) and the manager's shared bandwidth limiter, without a limit. `finishes` gives it an
+    /// `InlineFinishRule` of its own; `willPlace` is told of the placement, on the thread that finishes the file.
     func productionTransfer(
-        _ path: String, options: DownloadOptions = DownloadOptions(),
+        _ path: String, options: DownloadOptions = DownloadOptions(), finishes: InlineFinishes = .shared,
         warn: @escaping @Sendable (String) -> Void = { _ in },
-        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in }
+        progress: @escaping @Sendable (Int64, Int64?) -> Void = { _, _ in },
+        willPlace: @escaping @Sendable (TransferPlacement) -> Void = { _ in }
     ) -> Transfer {
-        Transfer(
+        var configuration = Transfer.Configuration(
+            firstRequestBudget: FirstRequestBudget(measuring: 600_000_000_000, remaining: 1_000_000_000))
+        configuration.finishes = finishes
+        return Transfer(
             url: server.url(path), options: options, directory: directory, bridge: bridge,
-            configuration: .init(
-                firstRequestBudget: FirstRequestBudget(measuring: 600_000_000_000, remaining: 1_000_000_000)),
-            limiters: [BandwidthLimiter(bytesPerSecond: nil)], warn: warn, progress: progress)
+            configuration: configuration, limiters: [BandwidthLimiter(bytesPerSecond: nil)],
+            observer: ClosureObserver(progress: progress, warn: warn, willPlace: willPlace))
     }
 
     /// What the state area holds besides the journal: partial files and saved states.
@@ -81,35 +85,23 @@ extension TransferTests {
         #expect(leftovers().isEmpty, "\(leftovers())")
     }
 
-    /// A transfer as `productionTransfer` makes it, with its own `InlineFinishRule` and an observer told of the
-    /// placement (on the thread that finishes the file).
-    func transfer(
-        _ path: String, finishes: InlineFinishes, willPlace: @escaping @Sendable (TransferPlacement) -> Void = { _ in }
-    ) -> Transfer {
-        var configuration = Transfer.Configuration(
-            firstRequestBudget: FirstRequestBudget(measuring: 600_000_000_000, remaining: 1_000_000_000))
-        configuration.finishes = finishes
-        return Transfer(
-            url: server.url(path), options: DownloadOptions(), directory: directory, bridge: bridge,
-            configuration: configuration, limiters: [BandwidthLimiter(bytesPerSecond: nil)],
-            observer: ClosureObserver(willPlace: willPlace))
-    }
-
     @Test("A small file's last steps run inline one at a time: while one is held, the next hops and completes")
     func leanFinishInlineOneAtATime() async throws {
         let finishes = InlineFinishes(InlineFinishRule(cores: 2, slowFinish: .max))
         let entered = AsyncStream<Void>.makeStream()
         let release = DispatchSemaphore(value: 0)
-        let held = transfer("/bytes/inlineheld?size=1000", finishes: finishes) { _ in
-            entered.continuation.yield()
-            release.wait()  // holds the inline finish, on the cooperative thread of its task
-        }
+        let held = productionTransfer(
+            "/bytes/inlineheld?size=1000", finishes: finishes,
+            willPlace: { _ in
+                entered.continuation.yield()
+                release.wait()  // holds the inline finish, on the cooperative thread of its task
+            })
         let first = Task { try await held.run() }
         var iterator = entered.stream.makeAsyncIterator()
         await iterator.next()
         #expect(finishes.state.isRunningInline && finishes.state.inlineCount == 1)
         // The other cooperative threads are free, and the slot is taken: the next finish hops and completes.
-        let second = try await transfer("/bytes/inlinenext?size=1000", finishes: finishes).run()
+        let second = try await productionTransfer("/bytes/inlinenext?size=1000", finishes: finishes).run()
         #expect(try md5OfFile(second.fileURL) == TestContent(name: "inlinenext", size: 1_000).md5)
         #expect(finishes.state.hopCount == 1 && finishes.state.isRunningInline)
         release.signal()
@@ -117,10 +109,10 @@ extension TransferTests {
         #expect(try md5OfFile(result.fileURL) == TestContent(name: "inlineheld", size: 1_000).md5)
         #expect(!finishes.state.isRunningInline)
         // The slot is free again: the next small file runs inline; a body above the largest hops.
-        _ = try await transfer("/bytes/inlinethird?size=1000", finishes: finishes).run()
+        _ = try await productionTransfer("/bytes/inlinethird?size=1000", finishes: finishes).run()
         #expect(finishes.state.inlineCount == 2 && finishes.state.hopCount == 1)
         let small = InlineFinishes(InlineFinishRule(cores: 2, largestBody: 999, slowFinish: .max))
-        _ = try await transfer("/bytes/inlinelarge?size=1000", finishes: small).run()
+        _ = try await productionTransfer("/bytes/inlinelarge?size=1000", finishes: small).run()
         #expect(small.state.inlineCount == 0 && small.state.hopCount == 1)
         #expect(leftovers().isEmpty, "\(leftovers())")
     }
@@ -131,12 +123,12 @@ extension TransferTests {
         // `Blocking` thread.
         let slow = InlineFinishes(InlineFinishRule(cores: 2, slowFinish: 0, cooldown: 3_600_000_000_000))
         for name in ["cool1", "cool2", "cool3"] {
-            let result = try await transfer("/bytes/\(name)?size=1000", finishes: slow).run()
+            let result = try await productionTransfer("/bytes/\(name)?size=1000", finishes: slow).run()
             #expect(try md5OfFile(result.fileURL) == TestContent(name: name, size: 1_000).md5)
         }
         #expect(slow.state.inlineCount == 1 && slow.state.hopCount == 2)
         let single = InlineFinishes(InlineFinishRule(cores: 1))
-        _ = try await transfer("/bytes/single?size=1000", finishes: single).run()
+        _ = try await productionTransfer("/bytes/single?size=1000", finishes: single).run()
         #expect(single.state.inlineCount == 0 && single.state.hopCount == 1)
         #expect(leftovers().isEmpty, "\(leftovers())")
     }
