@@ -142,11 +142,11 @@ struct Arguments {
     }
 
     /// A URL given as text. - Throws: `UsageError` prefixed with `place` for a URL that cannot be downloaded.
-    static func url(_ text: String, at place: String) throws(UsageError) -> URL {
+    static func url(_ text: String, at place: @autoclosure () -> String) throws(UsageError) -> URL {
         do {
             return try URL.download(text)
         } catch {
-            throw UsageError(message: "\(place)\(text): \(error.reason)")
+            throw UsageError(message: "\(place())\(text): \(error.reason)")
         }
     }
 

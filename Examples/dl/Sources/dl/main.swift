@@ -72,8 +72,8 @@ func continuesUnderNewURL(
 
 /// What the command line and the input file ask of one URL.
 func downloadOptions(_ request: Arguments.Request, _ arguments: Arguments, in directory: URL) -> DownloadOptions {
+    // dl's own `User-Agent` is the configuration's (`runDownloads`): a header given here, in any letter case, wins.
     var headers = arguments.headers
-    headers["User-Agent"] = headers["User-Agent"] ?? arguments.userAgent
     headers.merge(request.headers) { _, own in own }
     let destination = request.destination.map { place in
         URL(fileURLWithPath: place.folder ?? directory.path, isDirectory: true)
@@ -99,6 +99,9 @@ func runDownloads(_ arguments: Arguments) async -> Int32 {
     configuration.stateDirectory = state
     configuration.removesStateWhenFinished = true  // a run that leaves nothing unfinished leaves only the files
     configuration.maximumActiveDownloads = arguments.maximumActive
+    // Every request's agent unless a header names one. As a header of each download it was a second key beside a
+    // caller's `user-agent`, and either could go out.
+    configuration.userAgent = arguments.userAgent
     configuration.prioritization = arguments.lifo ? .lifo : .fifo
     configuration.retryLimit = arguments.retries
     configuration.stallTimeout = arguments.timeout

@@ -123,6 +123,32 @@ final class DLFlagTests: Sendable, DLFileChecks {
         #expect(agents["/bytes/ub"]?.hasPrefix("dl/") == true, "\(agents)")
     }
 
+    @Test("A User-Agent given as a header, in any letter case, is the one sent")
+    func userAgentHeaderAnyCase() async throws {
+        // dl's own agent used to travel as a per-download header beside the caller's: `user-agent` and `User-Agent`
+        // were two keys, and which one went out followed the process's hash seed. Six runs, six seeds.
+        for run in 0..<6 {
+            let url = server.url("/bytes/uc\(run)?size=10")
+            let outcome = try await DLProcess.run(
+                ["--dir", dir.path, "-H", "user-agent: mine/\(run)", url.absoluteString], in: work)
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+        }
+        let list = work.appendingPathComponent("agents.txt")
+        try "\(server.url("/bytes/ud?size=10").absoluteString)\n  header=USER-AGENT: listed/1\n".write(
+            to: list, atomically: true, encoding: .utf8)
+        let listed = try await DLProcess.run(["--dir", dir.path, "-i", list.path], in: work)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let sent = server.requests.filter { $0.path.hasPrefix("/bytes/uc") || $0.path == "/bytes/ud" }.map {
+            "\($0.path) \($0.value(forHeader: "User-Agent") ?? "-")"
+        }
+        #expect(sent.count >= 7)
+        for line in sent {
+            let path = line.split(separator: " ")[0]
+            let expected = path == "/bytes/ud" ? "listed/1" : "mine/\(path.dropFirst("/bytes/uc".count))"
+            #expect(line == "\(path) \(expected)", "\(sent)")
+        }
+    }
+
     @Test("--version and --help print to stdout and exit 0; --help lists every flag and the exit codes")
     func versionAndHelp() async throws {
         let version = try await DLProcess.run(["--version"], in: work)
