@@ -18,12 +18,18 @@ func run(_ arguments: [String]) async throws {
     }
     let directory = URL(fileURLWithPath: arguments[0])
     let list = try String(contentsOfFile: arguments[1], encoding: .utf8)
-    let requests = list.split(separator: "\n").compactMap { URL(string: String($0)) }.map { DownloadRequest($0) }
+    // As `dl` makes them: each line through `URL.download`, and options that replace the saved tuning.
+    var options = DownloadOptions()
+    options.replacesSavedTuning = true
+    let requests = list.split(separator: "\n").compactMap { try? URL.download(String($0)) }.map {
+        DownloadRequest($0, options: options)
+    }
     var configuration = DownloadManager.Configuration(directory: directory)
     configuration.completedDirectory = directory
     configuration.stateDirectory = directory.appendingPathComponent(".dl")
     configuration.removesStateWhenFinished = true
     configuration.maximumActiveDownloads = active
+    configuration.userAgent = "dl/1.0.0"
     let manager = try DownloadManager(configuration: configuration)
     let started = ContinuousClock.now
     var failed = 0
