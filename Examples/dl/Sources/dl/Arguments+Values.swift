@@ -35,7 +35,7 @@ extension Arguments {
         }
         for text in download.header {
             let (name, value) = try Self.header(text, context: "--header")
-            headers[name] = value
+            headers.setField(value, named: name)
         }
         if let agent = try Self.given(download.userAgent, "--user-agent") { userAgent = agent }
         if let text = try Self.given(download.connections, "--max-connection-per-server") {
@@ -183,5 +183,18 @@ extension Arguments {
         let last = url.lastPathComponent.removingPercentEncoding ?? url.lastPathComponent
         let name = last.replacingOccurrences(of: "/", with: "_")
         return name.isEmpty || name == "/" || name == "." || name == ".." ? "index.html" : name
+    }
+}
+
+extension [String: String] {
+    /// Sets a header field, replacing one of the same name in any letter case: HTTP's field names are, and two keys
+    /// for one field would go out in the dictionary's order, which the process's hash seed decides.
+    /// - Parameters:
+    ///   - value: the field's value.
+    ///   - name: its name as given.
+    mutating func setField(_ value: String, named name: String) {
+        let lowered = name.lowercased()
+        for key in keys where key != name && key.lowercased() == lowered { removeValue(forKey: key) }
+        self[name] = value
     }
 }

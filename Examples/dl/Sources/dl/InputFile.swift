@@ -92,7 +92,7 @@ enum InputFile {
                 }
             case "header":
                 let (headerName, headerValue) = try Arguments.header(value, context: "input file line \(number)")
-                pending?.headers[headerName] = headerValue
+                pending?.headers.setField(headerValue, named: headerName)
             default:
                 throw UsageError(
                     message: "input file line \(number): unknown option \(name)= (out, dir, checksum, header)")

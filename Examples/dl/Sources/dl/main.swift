@@ -73,8 +73,9 @@ func continuesUnderNewURL(
 /// What the command line and the input file ask of one URL.
 func downloadOptions(_ request: Arguments.Request, _ arguments: Arguments, in directory: URL) -> DownloadOptions {
     // dl's own `User-Agent` is the configuration's (`runDownloads`): a header given here, in any letter case, wins.
+    // An input line's field replaces the command line's of the same name in any case.
     var headers = arguments.headers
-    headers.merge(request.headers) { _, own in own }
+    for (name, value) in request.headers { headers.setField(value, named: name) }
     let destination = request.destination.map { place in
         URL(fileURLWithPath: place.folder ?? directory.path, isDirectory: true)
             .appendingPathComponent(place.name).standardizedFileURL

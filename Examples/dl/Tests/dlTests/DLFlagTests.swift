@@ -149,6 +149,32 @@ final class DLFlagTests: Sendable, DLFileChecks {
         }
     }
 
+    @Test("A header named twice in different letter cases goes out once: the later -H, an input line's over -H")
+    func headerNamesIgnoreCase() async throws {
+        // Each was a key of its own, and the process's hash seed chose which went out. Six runs, six seeds.
+        for run in 0..<6 {
+            let list = work.appendingPathComponent("teams\(run).txt")
+            let lines = [
+                server.url("/bytes/hc\(run)?size=10").absoluteString, "  header=x-team: listed\(run)",
+                server.url("/bytes/hd\(run)?size=10").absoluteString,
+            ]
+            try lines.joined(separator: "\n").write(to: list, atomically: true, encoding: .utf8)
+            let outcome = try await DLProcess.run(
+                ["--dir", dir.path, "-H", "X-Team: first", "-H", "x-TEAM: second\(run)", "-i", list.path], in: work)
+            #expect(outcome.status == 0, "\(outcome.stderr)")
+        }
+        let sent = server.requests.filter { $0.path.hasPrefix("/bytes/hc") || $0.path.hasPrefix("/bytes/hd") }.map {
+            "\($0.path) \($0.value(forHeader: "X-Team") ?? "-")"
+        }
+        #expect(sent.count >= 12)
+        for line in sent {
+            let path = line.split(separator: " ")[0]
+            let run = path.dropFirst("/bytes/hc".count)
+            let expected = path.hasPrefix("/bytes/hc") ? "listed\(run)" : "second\(run)"
+            #expect(line == "\(path) \(expected)", "\(sent)")
+        }
+    }
+
     @Test("--version and --help print to stdout and exit 0; --help lists every flag and the exit codes")
     func versionAndHelp() async throws {
         let version = try await DLProcess.run(["--version"], in: work)
