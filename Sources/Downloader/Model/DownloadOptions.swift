@@ -215,14 +215,20 @@ public struct DownloadOptions: Sendable, Hashable, Codable {
 extension DownloadOptions {
     /// These options, asked of a download that keeps `kept` (it is suspended, failed, or known from before a
     /// restart): what this request sets replaces what the download keeps, and what it leaves at its default keeps the
-    /// download's value — headers are merged name by name, mirrors are added, hashing stays on if either asks for it.
-    /// Expected checksums are not merged here: the manager keeps every one it accepted (see
+    /// download's value — headers are merged name by name (in any letter case), mirrors are added, hashing stays on if
+    /// either asks for it. Expected checksums are not merged here: the manager keeps every one it accepted (see
     /// `DownloadManager.download(_:options:)`).
     /// - Parameter kept: the options the download has.
     /// - Returns: the options it continues with.
     func merged(into kept: DownloadOptions) -> DownloadOptions {
         var merged = kept
-        merged.headers.merge(headers) { _, asked in asked }
+        for (name, value) in headers {
+            // A field's name in another letter case is the same field: two keys would go out in either order.
+            for key in merged.headers.keys where key != name && key.lowercased() == name.lowercased() {
+                merged.headers.removeValue(forKey: key)
+            }
+            merged.headers[name] = value
+        }
         if let chosenNaming { merged.chosenNaming = chosenNaming }
         merged.computesChecksum = kept.computesChecksum || computesChecksum
         if priority != 0 { merged.priority = priority }
