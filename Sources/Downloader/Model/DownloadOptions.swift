@@ -224,7 +224,8 @@ extension DownloadOptions {
         var merged = kept
         for (name, value) in headers {
             // A field's name in another letter case is the same field: two keys would go out in either order.
-            for key in merged.headers.keys where key != name && key.lowercased() == name.lowercased() {
+            let lowered = name.lowercased()
+            for key in merged.headers.keys where key != name && key.lowercased() == lowered {
                 merged.headers.removeValue(forKey: key)
             }
             merged.headers[name] = value
