@@ -8,8 +8,10 @@
 # `floor-async`: floor-durable with FLOOR_ASYNC=1, each download a child task suspended on a continuation, with an
 # actor's entry: what Swift concurrency costs a file; `floor-product`: floor-async with FLOOR_PRODUCT=1, adding
 # receipts in the actor, the MD5 and the journal's state and removal lines: the required work done plainly),
-# interleaved, RUNS times per size, on loopback nginx serving one 1 KiB file under every path. Prints the
-# medians of wall time, peak RSS and CPU (user + sys) per tool and size. DL_BASELINE=PATH adds another dl binary.
+# interleaved, RUNS times per size (`dl` is the shipped build, Examples/dl/build-release.sh; `dl-dynamic` the same
+# code as `swift build -c release` links it, against the toolchain's shared libraries), on loopback nginx serving one
+# 1 KiB file under every path. Prints the medians of wall time, peak RSS and CPU (user + sys) per tool and size.
+# DL_BASELINE=PATH adds another dl binary.
 # Each run writes its files into a new folder on a tmpfs (LISTS_ON_DISK=1: in /tmp), removed afterwards: on ext4,
 # creating thousands of files right after thousands were deleted costs more in the kernel's inode allocator
 # (`recently_deleted`, 76 % of the samples of a `perf record` here) than all the rest, for every tool alike.
@@ -19,8 +21,9 @@ SIZES=${1:-"2000 20000 100000"}
 RUNS=${2:-3}
 source ./nginx-workspace.sh
 swift build -c release --product urlsession-many > /dev/null
+DL=$(../Examples/dl/build-release.sh 2> /dev/null)  # dl as shipped (the Swift runtime linked in)
 (cd ../Examples/dl && swift build -c release --product dl > /dev/null)
-DL=$(cd ../Examples/dl && swift build -c release --show-bin-path)/dl
+DL_DYNAMIC=$(cd ../Examples/dl && swift build -c release --show-bin-path)/dl
 FLOOR=$(swift build -c release --show-bin-path)/urlsession-many
 command -v aria2c > /dev/null || apt-get install -y -q aria2 > /dev/null
 
@@ -35,16 +38,17 @@ fi
 trap 'kill $NGINX_PID 2> /dev/null; umount "$WORK/mnt" 2> /dev/null; rm -rf "$WORK"' EXIT
 sleep 1
 
-declare -A TOOLS=([dl]="$DL -q -j 16 -P OUT -i LIST" [aria2c]="aria2c -q -j 16 -d OUT -i LIST --file-allocation=none"
+declare -A TOOLS=([dl]="$DL -q -j 16 -P OUT -i LIST" [dl-dynamic]="$DL_DYNAMIC -q -j 16 -P OUT -i LIST"
+    [aria2c]="aria2c -q -j 16 -d OUT -i LIST --file-allocation=none"
     [floor]="$FLOOR LIST 16" [floor-tuned]="env FLOOR_TUNED=1 $FLOOR LIST 16"
     [floor-writes]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT $FLOOR LIST 16"
     [floor-durable]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 $FLOOR LIST 16"
     [floor-async]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 FLOOR_ASYNC=1 $FLOOR LIST 16"
     [floor-product]="env FLOOR_TUNED=1 FLOOR_WRITES=OUT FLOOR_DURABLE=1 FLOOR_ASYNC=1 FLOOR_PRODUCT=1 $FLOOR LIST 16")
-ORDER="dl aria2c floor floor-tuned floor-writes floor-durable floor-async floor-product"
+ORDER="dl dl-dynamic aria2c floor floor-tuned floor-writes floor-durable floor-async floor-product"
 if [ -n "${DL_BASELINE:-}" ]; then
     TOOLS[dl-baseline]="$DL_BASELINE -q -j 16 -P OUT -i LIST"
-    ORDER="dl dl-baseline aria2c floor floor-tuned floor-writes floor-durable floor-async floor-product"
+    ORDER="dl dl-dynamic dl-baseline aria2c floor floor-tuned floor-writes floor-durable floor-async floor-product"
 fi
 
 echo "| list | tool | time (s) | files/s | peak RSS (MB) | CPU (s) | CPU per file (ms) | runs |"

@@ -12,8 +12,7 @@ SIZE=${1:-100000}
 FRACTION=${2:-0.5}
 source ./nginx-workspace.sh
 if [ -z "${DL:-}" ]; then
-    (cd ../Examples/dl && swift build -c release --product dl > /dev/null)
-    DL=$(cd ../Examples/dl && swift build -c release --show-bin-path)/dl
+    DL=$(../Examples/dl/build-release.sh 2> /dev/null)  # dl as shipped
 fi
 
 make_workspace restart

@@ -39,8 +39,7 @@ trap cleanup EXIT
 
 # --- builds ----------------------------------------------------------------------------------------------------
 log "building release products"
-swift build -c release --package-path "$ROOT/Examples/dl" --product dl >&2
-DL="$(swift build -c release --package-path "$ROOT/Examples/dl" --show-bin-path)/dl"
+DL="$("$ROOT/Examples/dl/build-release.sh")"  # dl as shipped (the Swift runtime linked in)
 # A path dependency's added or deleted source files confuse SwiftPM's cached build of it ("missing inputs"): build
 # the library afresh inside the Benchmarks package (its peers stay cached), and retry once.
 rm -rf "$HERE"/.build/*/release/Downloader.build "$HERE"/.build/*/release/description.json

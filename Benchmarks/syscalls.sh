@@ -12,8 +12,7 @@ COUNT=${1:-2000}
 source ./nginx-workspace.sh
 swift build -c release --product urlsession-many > /dev/null
 if [ -z "${DL:-}" ]; then
-    (cd ../Examples/dl && swift build -c release --product dl > /dev/null)
-    DL=$(cd ../Examples/dl && swift build -c release --show-bin-path)/dl
+    DL=$(../Examples/dl/build-release.sh 2> /dev/null)  # dl as shipped
 fi
 FLOOR=$(swift build -c release --show-bin-path)/urlsession-many
 

@@ -10,8 +10,7 @@ RTT=${1:-40}
 RATE=${2:-100}
 RUNS=${3:-5}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-swift build --package-path "$ROOT/Examples/dl" -c release --product dl >&2
-DL="$(swift build --package-path "$ROOT/Examples/dl" -c release --show-bin-path)/dl"
+DL="$("$ROOT/Examples/dl/build-release.sh")"  # dl as shipped (the Swift runtime linked in)
 swiftc -O -swift-version 6 "$ROOT/Benchmarks/Sources/latency-proxy/main.swift" -o /tmp/latency-proxy >&2
 # The platform's floor for one small file: URLSession alone, one data task, no disk (Benchmarks' urlsession-floor).
 HERE="$ROOT/Benchmarks"
@@ -45,19 +44,12 @@ CMD[dl-200k]="$DL -q -P \$OUT $BASE/small/f1.bin"
 CMD[floor-200k]="$FLOOR $BASE/small/f1.bin discard"
 CMD[dl-100x200k]="$DL -q --max-active 4 -P \$OUT ${SMALL[*]}"
 NAMES=(curl wget dl dl-x4 curl-200k dl-200k floor-200k dl-100x200k)
-# DL_STATIC=1: also dl linked with --static-swift-stdlib (a shipped binary's start-up; FoundationNetworking then links
-# libcurl by name, so a machine without libcurl's development symlink gets one in a scratch folder).
-if [[ -n "${DL_STATIC:-}" ]]; then
-    LINK=()
-    if ! ldconfig -p | grep -q 'libcurl.so '; then
-        mkdir -p /tmp/downloader-curl-link
-        ln -sf "$(ldconfig -p | awk '/libcurl.so.4 / {print $NF; exit}')" /tmp/downloader-curl-link/libcurl.so
-        LINK=(-Xlinker -L/tmp/downloader-curl-link)
-    fi
-    swift build --package-path "$ROOT/Examples/dl" -c release --product dl --static-swift-stdlib --scratch-path "$ROOT/.build-static" \
-        "${LINK[@]}" >&2
-    CMD[dl-static-200k]="$ROOT/.build-static/release/dl -q -P \$OUT $BASE/small/f1.bin"
-    NAMES+=(dl-static-200k)
+# DL_DYNAMIC=1: also dl as `swift build -c release` links it (against the toolchain's shared libraries).
+if [[ -n "${DL_DYNAMIC:-}" ]]; then
+    swift build --package-path "$ROOT/Examples/dl" -c release --product dl >&2
+    DYNAMIC="$(swift build --package-path "$ROOT/Examples/dl" -c release --show-bin-path)/dl"
+    CMD[dl-dynamic-200k]="$DYNAMIC -q -P \$OUT $BASE/small/f1.bin"
+    NAMES+=(dl-dynamic-200k)
 fi
 # DL_BASELINE=PATH: another dl binary (an older tree's release build) in the same interleaved runs, for an A/B.
 if [[ -n "${DL_BASELINE:-}" ]]; then

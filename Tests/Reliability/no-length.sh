@@ -12,8 +12,7 @@ SIZE=${2:-209715200}
 LIMIT=${3:-64}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
-swift build --package-path "$ROOT/Examples/dl" -c release --product dl >&2
-DL="$(swift build --package-path "$ROOT/Examples/dl" -c release --show-bin-path)/dl"
+DL="$("$ROOT/Examples/dl/build-release.sh")"  # dl as shipped
 swift build --package-path "$ROOT" -c release --product http-test-server >&2
 BIN=$(swift build --package-path "$ROOT" -c release --show-bin-path)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/downloader-no-length.XXXXXX")

@@ -14,8 +14,7 @@ if ! command -v nginx >/dev/null || ! command -v apache2 >/dev/null || ! command
         { apt-get update -q >/dev/null && apt-get install -y -q nginx-light apache2 lighttpd >/dev/null; }
 fi
 if [ -z "${DL:-}" ]; then
-    swift build --package-path "$ROOT/Examples/dl" -c release --product dl >&2
-    DL="$(swift build --package-path "$ROOT/Examples/dl" -c release --show-bin-path)/dl"
+    DL="$("$ROOT/Examples/dl/build-release.sh")"  # dl as shipped
 fi
 WORK=$(mktemp -d /tmp/downloader-real-servers.XXXXXX)
 chmod 755 "$WORK"
